@@ -1,0 +1,91 @@
+# glm.fleet: set-up, lab and checks. Two commands on a fresh Debian/Ubuntu machine, as root:
+#   make lab    install what is needed, start the lab, run site.yml against it
+#   make test   run every check (lint, sanity, unit, molecule, integration)
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(CURDIR)/$(VENV)/bin
+export PATH := $(BIN):$(PATH)
+export ANSIBLE_NOCOLOR := 1
+export PY_COLORS := 0
+GLM_LAB_GPU_NODES ?= 2
+export GLM_LAB_GPU_NODES
+DEBIAN_PACKAGES := debootstrap docker-registry busybox-static apt-utils gnupg openssh-client rsync git python3-venv
+# The distribution's docker engine, unless an engine (docker-ce, docker.io) is installed already.
+DOCKER_PACKAGE := $(if $(shell command -v dockerd),,docker.io)
+SANITY_ROOT := build/sanity/ansible_collections/glm/fleet
+MOLECULE_SCENARIOS := $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
+
+.PHONY: help deps venv engine lab lab-up lab-down lab-status site test check lint sanity unit molecule integration build clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+deps: ## Debian packages for the lab (docker engine, debootstrap, registry)
+	@missing=$$(for p in $(DEBIAN_PACKAGES) $(DOCKER_PACKAGE); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing: $$missing"; apt-get update -q; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+
+$(VENV)/.installed: requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q -r requirements.txt
+	touch $@
+
+venv: $(VENV)/.installed ## Python venv with the pinned controller packages
+
+engine: deps venv ## a running docker engine on this machine
+	$(BIN)/python tests/lab/lab.py engine
+
+lab-up: engine ## start (or restart) the lab fleet
+	$(BIN)/python tests/lab/lab.py up --gpu-nodes $(GLM_LAB_GPU_NODES)
+
+lab-down: venv ## remove every container, volume, network and process of the lab
+	$(BIN)/python tests/lab/lab.py down
+
+lab-status: venv
+	$(BIN)/python tests/lab/lab.py status
+
+site: venv ## run site.yml against the running lab
+	ansible-playbook site.yml -i inventories/lab
+
+lab: lab-up site ## install everything, start the lab and run site.yml against it
+
+check: lint sanity unit ## fast lane: lint, sanity and unit tests
+
+lint: venv
+	yamllint --strict .
+	ruff format --check .
+	ruff check .
+	ansible-lint --profile production --strict
+
+sanity: venv ## ansible-test sanity on a clean copy of the collection
+	rm -rf build/sanity && mkdir -p $(SANITY_ROOT)
+	git ls-files -z --cached --others --exclude-standard | grep -zv '^collections/' \
+	  | rsync -a --from0 --files-from=- ./ $(SANITY_ROOT)/
+	cd $(SANITY_ROOT) && git init -q && git add -A  # its own repository: build/ is ignored by ours
+	$(BIN)/python tests/sanity_bootstrap.py
+	cd $(SANITY_ROOT) && ansible-test sanity --local --python 3.11 --color no
+
+unit: venv
+	pytest tests/unit
+
+molecule: engine ## every molecule scenario (systemd containers from the lab image)
+	$(BIN)/python tests/lab/lab.py image
+	for s in $(MOLECULE_SCENARIOS); do molecule test -s $$s; done
+
+integration: lab-up ## the lab-level tests, driven by ansible-runner
+	pytest tests/integration
+
+test: deps venv check molecule integration ## every check (CI runs this)
+	$(BIN)/python tests/lab/lab.py down
+
+build: venv ## the collection tarball
+	ansible-galaxy collection build --force --output-path build/
+
+clean: lab-down
+	rm -rf build .ansible tests/output

@@ -1,0 +1,69 @@
+"""Integration tests run against the lab (`make lab-up`); they bring it up when it is not running."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import ansible_runner
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests" / "lab"))
+
+import lab  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def lab_state() -> dict[str, Any]:
+    state = lab.status()
+    if not state.get("up"):
+        lab.up(int(lab.os.environ.get("GLM_LAB_GPU_NODES", "2")))
+        state = lab.status()
+    assert state["up"], f"the lab is not running: {json.dumps(state)}"
+    return state
+
+
+class Runner:
+    """ansible-runner bound to this checkout's ansible.cfg and the lab inventory."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+
+    def _kwargs(self) -> dict[str, Any]:
+        return {
+            "private_data_dir": str(self.tmp),
+            "project_dir": str(REPO),
+            "inventory": str(lab.INVENTORY),
+            "envvars": {"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"},
+            "quiet": True,
+            "timeout": 900,
+        }
+
+    def module(self, pattern: str, module: str, args: str = "", **extra: object) -> ansible_runner.Runner:
+        return ansible_runner.run(host_pattern=pattern, module=module, module_args=args, **self._kwargs(), **extra)
+
+    def playbook(self, playbook: Path, **extra: object) -> ansible_runner.Runner:
+        return ansible_runner.run(playbook=str(playbook), **self._kwargs(), **extra)
+
+
+@pytest.fixture
+def runner(tmp_path: Path, lab_state: dict[str, Any]) -> Runner:
+    return Runner(tmp_path)
+
+
+def host_results(run: ansible_runner.Runner, task: str | None = None) -> dict[str, dict[str, Any]]:
+    """The last result per host (for one task name, when given) from the runner's events."""
+    results: dict[str, dict[str, Any]] = {}
+    for event in run.events:
+        data = event.get("event_data", {})
+        wanted = task is None or data.get("task") == task
+        if wanted and event.get("event") in ("runner_on_ok", "runner_on_failed", "runner_on_unreachable"):
+            results[data["host"]] = {"event": event["event"], **data.get("res", {})}
+    return results
+
+
+def run_log(run: ansible_runner.Runner) -> str:
+    return run.stdout.read() if run.stdout else ""

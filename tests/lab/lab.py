@@ -1,0 +1,459 @@
+"""The glm.fleet lab: a fleet of systemd hosts on one machine, reached over SSH.
+
+    python tests/lab/lab.py up [--gpu-nodes N]    start (or restart) the lab, write inventories/lab/hosts.yml
+    python tests/lab/lab.py down                  remove every container, volume, network and process it made
+    python tests/lab/lab.py status                print the lab state as JSON
+
+Each node is a container whose PID 1 is systemd, built from a Debian 12 root bootstrapped on this
+machine (no image can be pulled here) and started with least-privilege flags (privileged mode is
+not available). Each node has its own docker volume for /var/lib/docker, so roles can install and
+run a docker engine inside it. The controller reaches the nodes over SSH with a key generated for
+the lab and host keys collected from the nodes (strict host key checking stays on).
+
+A Debian docker-registry process on the lab network's gateway plays the site's Docker Hub mirror:
+nodes whose daemon.json lists it under registry-mirrors pull `lmsysorg/...@sha256:...` through it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import oci
+
+REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+STATE_DIR = Path(os.environ.get("GLM_LAB_STATE", REPO / ".lab"))
+INVENTORY = REPO / "inventories" / "lab" / "hosts.yml"
+PREFIX = os.environ.get("GLM_LAB_PREFIX", "glm-lab")
+LABEL = "io.glm-fleet.lab"
+NETWORK = f"{PREFIX}-net"
+IMAGE_REPO = "glm-fleet-lab/debian12"
+SUITE = "bookworm"
+REGISTRY_PORT = int(os.environ.get("GLM_LAB_REGISTRY_PORT", "5000"))
+MAX_GPU_NODES = 8
+SMOKE_REPO = "glm-fleet-lab/smoke"
+
+NODE_FLAGS = [
+    "--cap-add", "SYS_ADMIN",
+    "--cap-add", "NET_ADMIN",
+    "--security-opt", "seccomp=unconfined",
+    "--security-opt", "apparmor=unconfined",
+    "--cgroupns=host",
+    "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
+    "--tmpfs", "/run",
+    "--tmpfs", "/run/lock",
+    "--tmpfs", "/tmp",  # noqa: S108 - the node's own /tmp
+    "--stop-signal", "SIGRTMIN+3",
+]  # fmt: skip
+
+
+class LabError(RuntimeError):
+    pass
+
+
+@dataclass
+class Node:
+    name: str
+    group: str
+    container: str
+    address: str = ""
+
+
+def log(msg: str) -> None:
+    print(f"lab: {msg}", flush=True)
+
+
+def run(cmd: list[str], *, check: bool = True, capture: bool = True, **kw: object) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(cmd, check=False, text=True, capture_output=capture, **kw)  # type: ignore[call-overload]
+    if check and proc.returncode != 0:
+        detail = (proc.stderr or proc.stdout or "").strip() if capture else ""
+        raise LabError(f"{' '.join(cmd[:4])} ... failed (rc={proc.returncode}): {detail}")
+    return proc
+
+
+def docker(*args: str, check: bool = True) -> str:
+    return run(["docker", *args], check=check).stdout.strip()
+
+
+# --- docker engine -------------------------------------------------------------------------------
+
+
+def succeeds(*cmd: str) -> bool:
+    return subprocess.run(cmd, check=False, capture_output=True).returncode == 0
+
+
+def docker_alive() -> bool:
+    return succeeds("docker", "info")
+
+
+def ensure_dockerd() -> None:
+    """Use the running engine, or start one (no systemd here: a setsid'd dockerd)."""
+    if docker_alive():
+        return
+    dockerd = shutil.which("dockerd")
+    if dockerd is None:
+        raise LabError("no docker engine is running and dockerd is not installed (run: make deps)")
+    Path("/var/run/docker.pid").unlink(missing_ok=True)
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    logf = (STATE_DIR / "dockerd.log").open("ab")
+    subprocess.Popen([dockerd], stdout=logf, stderr=logf, start_new_session=True)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if docker_alive():
+            log("started dockerd")
+            return
+        time.sleep(1)
+    raise LabError(f"dockerd did not come up in 90 s; see {STATE_DIR / 'dockerd.log'}")
+
+
+# --- base image ----------------------------------------------------------------------------------
+
+
+def packages() -> list[str]:
+    lines = (HERE / "image" / "packages.txt").read_text().splitlines()
+    return [ln.strip() for ln in lines if ln.strip() and not ln.startswith("#")]
+
+
+def image_tag() -> str:
+    recipe = hashlib.sha256()
+    recipe.update(SUITE.encode())
+    recipe.update(" ".join(packages()).encode())
+    recipe.update((HERE / "image" / "customize.sh").read_bytes())
+    return f"{IMAGE_REPO}:{recipe.hexdigest()[:12]}"
+
+
+def debian_mirror() -> str:
+    """The Debian mirror this machine's apt uses (so the lab needs no mirror name of its own)."""
+    if os.environ.get("GLM_LAB_DEBIAN_MIRROR"):
+        return os.environ["GLM_LAB_DEBIAN_MIRROR"]
+    sources = sorted(Path("/etc/apt").glob("sources.list.d/*.sources"))
+    for path in sources:
+        for line in path.read_text().splitlines():
+            if line.startswith("URIs:"):
+                for uri in line.split()[1:]:
+                    if "security" not in uri:
+                        return uri
+    legacy = Path("/etc/apt/sources.list")
+    if legacy.exists():
+        for line in legacy.read_text().splitlines():
+            parts = line.split()
+            if len(parts) >= 3 and parts[0] == "deb" and "security" not in parts[1]:
+                return parts[1]
+    raise LabError("no Debian mirror found in /etc/apt; set GLM_LAB_DEBIAN_MIRROR")
+
+
+def ensure_image() -> str:
+    tag = image_tag()
+    if succeeds("docker", "image", "inspect", tag):
+        log(f"base image {tag} is cached")
+        docker("tag", tag, f"{IMAGE_REPO}:latest")
+        return tag
+    if shutil.which("debootstrap") is None:
+        raise LabError("debootstrap is not installed (run: make deps)")
+    mirror = debian_mirror()
+    log(f"bootstrapping Debian {SUITE} for {tag} (about a minute)")
+    with tempfile.TemporaryDirectory(prefix="glm-lab-root-", dir="/var/tmp") as tmp:
+        root = Path(tmp) / "root"
+        run(
+            ["debootstrap", "--variant=minbase", f"--include={','.join(packages())}", SUITE, str(root), mirror],
+            capture=True,
+        )
+        shutil.copy(HERE / "image" / "customize.sh", root / "customize.sh")
+        run(["chroot", str(root), "/bin/sh", "/customize.sh"])
+        (root / "customize.sh").unlink()
+        tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
+        run(
+            [
+                "docker", "import",
+                "-c", 'CMD ["/lib/systemd/systemd"]',
+                "-c", "ENV container=docker",
+                "-c", f"LABEL {LABEL}.image=base",
+                "-", tag,
+            ],
+            stdin=tar.stdout,
+        )  # fmt: skip
+        tar.wait()
+    docker("tag", tag, f"{IMAGE_REPO}:latest")
+    log(f"built {tag}")
+    return tag
+
+
+# --- network and registry ------------------------------------------------------------------------
+
+
+def ensure_network() -> str:
+    """Create the lab network; returns its gateway address (the host side)."""
+    if not succeeds("docker", "network", "inspect", NETWORK):
+        docker("network", "create", "--label", f"{LABEL}=1", NETWORK)
+    ipam = json.loads(docker("network", "inspect", NETWORK, "--format", "{{json .IPAM.Config}}"))
+    return str(ipam[0]["Gateway"])
+
+
+def registry_paths() -> dict[str, Path]:
+    base = STATE_DIR / "registry"
+    return {
+        "base": base,
+        "config": base / "config.yml",
+        "data": base / "data",
+        "pid": base / "registry.pid",
+        "log": base / "registry.log",
+    }
+
+
+def stop_pid(pidfile: Path) -> None:
+    if not pidfile.exists():
+        return
+    try:
+        pid = int(pidfile.read_text().strip())
+        os.killpg(pid, signal.SIGTERM)
+        for _attempt in range(50):
+            os.kill(pid, 0)
+            time.sleep(0.1)
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, ValueError, PermissionError):
+        pass
+    pidfile.unlink(missing_ok=True)
+
+
+def start_registry(gateway: str) -> str:
+    """Debian's docker-registry (distribution 2.8) on the gateway: the site's Docker Hub mirror."""
+    binary = shutil.which("docker-registry")
+    if binary is None:
+        raise LabError("docker-registry is not installed (run: make deps)")
+    paths = registry_paths()
+    stop_pid(paths["pid"])
+    paths["data"].mkdir(parents=True, exist_ok=True)
+    address = f"{gateway}:{REGISTRY_PORT}"
+    paths["config"].write_text(
+        "version: 0.1\n"
+        "log:\n  level: info\n"
+        "storage:\n"
+        f"  filesystem:\n    rootdirectory: {paths['data']}\n"
+        "  delete:\n    enabled: true\n"
+        f"http:\n  addr: {address}\n"
+    )
+    logf = paths["log"].open("ab")
+    proc = subprocess.Popen([binary, "serve", str(paths["config"])], stdout=logf, stderr=logf, start_new_session=True)
+    paths["pid"].write_text(str(proc.pid))
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://{address}/v2/", timeout=2) as resp:
+                if resp.status == 200:
+                    log(f"registry mirror serving on {address}")
+                    return address
+        except OSError:
+            time.sleep(0.3)
+    raise LabError(f"registry did not answer on {address}; see {paths['log']}")
+
+
+def smoke_image() -> oci.Image:
+    """A one-binary image (static busybox) that proves a node ran what it pulled by digest."""
+    busybox = Path("/bin/busybox")
+    if not busybox.exists():
+        raise LabError("/bin/busybox is missing (Debian package busybox-static; run: make deps)")
+    return oci.Image(
+        files=[
+            oci.File("bin", is_dir=True, mode=0o755),
+            oci.File("bin/busybox", busybox.read_bytes(), mode=0o755),
+            oci.File("bin/sh", link="busybox", mode=0o777),
+            oci.File("etc/glm-lab-smoke", b"glm.fleet lab smoke image\n"),
+        ],
+        entrypoint=["/bin/busybox"],
+        cmd=["cat", "/etc/glm-lab-smoke"],
+        labels={"org.opencontainers.image.title": "glm.fleet lab smoke image"},
+    )
+
+
+# --- nodes ---------------------------------------------------------------------------------------
+
+
+def ssh_key() -> Path:
+    key = STATE_DIR / "id_ed25519"
+    if not key.exists():
+        STATE_DIR.mkdir(parents=True, exist_ok=True)
+        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "glm-fleet-lab", "-f", str(key)])
+    return key
+
+
+def plan(gpu_nodes: int) -> list[Node]:
+    nodes = [Node(f"gpu-{i}", "gpu_nodes", f"{PREFIX}-gpu-{i}") for i in range(1, gpu_nodes + 1)]
+    nodes.append(Node("laptop-1", "developer_laptops", f"{PREFIX}-laptop-1"))
+    return nodes
+
+
+def start_node(node: Node, image: str, pubkey: str) -> None:
+    docker(
+        "run", "-d", "--name", node.container, "--hostname", node.name,
+        "--network", NETWORK, "--label", f"{LABEL}=1", "--label", f"{LABEL}.group={node.group}",
+        *NODE_FLAGS,
+        "--mount", f"type=volume,source={node.container}-docker,target=/var/lib/docker,volume-label={LABEL}=1",
+        image,
+    )  # fmt: skip
+    node.address = docker(
+        "inspect", node.container, "--format", f'{{{{(index .NetworkSettings.Networks "{NETWORK}").IPAddress}}}}'
+    )
+    for user in ("fleet", "dev"):
+        docker(
+            "exec", node.container, "sh", "-c",
+            f"printf '%s\\n' '{pubkey}' > /home/{user}/.ssh/authorized_keys && "
+            f"chown {user}:{user} /home/{user}/.ssh/authorized_keys && chmod 600 /home/{user}/.ssh/authorized_keys",
+        )  # fmt: skip
+
+
+def wait_for_boot(node: Node, timeout: float = 120) -> str:
+    """Wait until systemd finished booting and sshd listens; returns the node's ed25519 host key."""
+    deadline = time.monotonic() + timeout
+    state = ""
+    while time.monotonic() < deadline:
+        state = docker("exec", node.container, "systemctl", "is-system-running", check=False)
+        if state in ("running", "degraded"):
+            break
+        time.sleep(0.5)
+    else:
+        raise LabError(f"{node.name}: systemd did not finish booting in {timeout:.0f} s (state: {state!r})")
+    if state == "degraded":
+        failed = docker("exec", node.container, "systemctl", "--failed", "--no-legend", check=False)
+        raise LabError(f"{node.name}: systemd is degraded; failed units:\n{failed}")
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            sock.settimeout(1)
+            if sock.connect_ex((node.address, 22)) == 0:
+                return docker("exec", node.container, "cat", "/etc/ssh/ssh_host_ed25519_key.pub")
+        time.sleep(0.3)
+    raise LabError(f"{node.name}: sshd does not listen on {node.address}:22")
+
+
+def write_inventory(nodes: list[Node], key: Path, known_hosts: Path, registry: str, smoke_digest: str) -> None:
+    groups: dict[str, dict[str, dict[str, str]]] = {}
+    for node in nodes:
+        groups.setdefault(node.group, {})[node.name] = {"ansible_host": node.address}
+    content = {
+        "all": {
+            "vars": {
+                "ansible_user": "fleet",
+                "ansible_ssh_private_key_file": str(key),
+                "ansible_ssh_common_args": f"-o UserKnownHostsFile={known_hosts} -o StrictHostKeyChecking=yes",
+                "glm_lab_registry": registry,
+                "glm_lab_smoke_image": f"{SMOKE_REPO}@{smoke_digest}",
+            },
+            "children": {group: {"hosts": hosts} for group, hosts in groups.items()},
+        }
+    }
+    header = "# Written by tests/lab/lab.py up: the running lab. Do not edit; `make lab-down` removes it.\n"
+    INVENTORY.write_text(header + json.dumps(content, indent=2) + "\n")
+
+
+def remove_lab_containers() -> None:
+    ids = docker("ps", "-aq", "--filter", f"label={LABEL}=1").split()
+    if ids:
+        docker("rm", "-f", "-v", *ids)
+    vols = docker("volume", "ls", "-q", "--filter", f"label={LABEL}=1").split()
+    if vols:
+        docker("volume", "rm", "-f", *vols)
+
+
+def up(gpu_nodes: int) -> dict[str, object]:
+    if not 1 <= gpu_nodes <= MAX_GPU_NODES:
+        raise LabError(f"gpu_nodes must be between 1 and {MAX_GPU_NODES}; got: {gpu_nodes}")
+    started = time.monotonic()
+    ensure_dockerd()
+    image = ensure_image()
+    remove_lab_containers()  # a rerun starts from fresh nodes
+    gateway = ensure_network()
+    registry = start_registry(gateway)
+    smoke_digest = oci.push(registry, SMOKE_REPO, "latest", oci.assemble(smoke_image()))
+    key = ssh_key()
+    pubkey = Path(f"{key}.pub").read_text().strip()
+    nodes = plan(gpu_nodes)
+    for node in nodes:
+        start_node(node, image, pubkey)
+    known = [f"{node.address} {wait_for_boot(node)}" for node in nodes]
+    known_hosts = STATE_DIR / "known_hosts"
+    known_hosts.write_text("\n".join(" ".join(line.split()[:3]) for line in known) + "\n")
+    write_inventory(nodes, key, known_hosts, registry, smoke_digest)
+    state = {
+        "image": image,
+        "network": NETWORK,
+        "registry": registry,
+        "smoke_image": f"{SMOKE_REPO}@{smoke_digest}",
+        "nodes": [asdict(n) for n in nodes],
+        "inventory": str(INVENTORY),
+        "seconds": round(time.monotonic() - started, 1),
+    }
+    (STATE_DIR / "state.json").write_text(json.dumps(state, indent=2) + "\n")
+    log(f"up: {len(nodes)} nodes in {state['seconds']} s; inventory {INVENTORY.relative_to(REPO)}")
+    return state
+
+
+def down() -> None:
+    if docker_alive():
+        remove_lab_containers()
+        if succeeds("docker", "network", "inspect", NETWORK):
+            docker("network", "rm", NETWORK)
+    paths = registry_paths()
+    stop_pid(paths["pid"])
+    shutil.rmtree(paths["base"], ignore_errors=True)
+    INVENTORY.unlink(missing_ok=True)
+    for name in ("state.json", "known_hosts"):
+        (STATE_DIR / name).unlink(missing_ok=True)
+    log("down: lab containers, volumes, network and registry removed")
+
+
+def status() -> dict[str, object]:
+    path = STATE_DIR / "state.json"
+    if not path.exists():
+        return {"up": False}
+    state = json.loads(path.read_text())
+    running = set(docker("ps", "--filter", f"label={LABEL}=1", "--format", "{{.Names}}").split())
+    state["up"] = all(n["container"] in running for n in state["nodes"])
+    return state
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_up = sub.add_parser("up")
+    p_up.add_argument("--gpu-nodes", type=int, default=int(os.environ.get("GLM_LAB_GPU_NODES", "2")))
+    sub.add_parser("down")
+    sub.add_parser("status")
+    sub.add_parser("image", help="build the node image unless cached; tag it :latest")
+    sub.add_parser("engine", help="start a docker engine unless one is running")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "up":
+            up(args.gpu_nodes)
+        elif args.command == "down":
+            down()
+        elif args.command == "engine":
+            ensure_dockerd()
+        elif args.command == "image":
+            ensure_dockerd()
+            print(ensure_image())
+        else:
+            print(json.dumps(status(), indent=2))
+    except LabError as err:
+        print(f"lab: error: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    if not re.fullmatch(r"[a-z0-9-]+", PREFIX):
+        sys.exit(f"lab: error: GLM_LAB_PREFIX must be lowercase letters, digits and dashes; got: {PREFIX}")
+    sys.exit(main())

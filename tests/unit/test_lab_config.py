@@ -1,0 +1,54 @@
+"""The lab's pure helpers: image recipe identity, fleet plan, Debian mirror discovery."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lab
+import pytest
+
+
+def test_image_tag_follows_the_recipe(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    (tmp_path / "image").mkdir()
+    (tmp_path / "image" / "packages.txt").write_text("# comment\nsystemd\npython3\n")
+    (tmp_path / "image" / "customize.sh").write_text("echo one\n")
+    monkeypatch.setattr(lab, "HERE", tmp_path)
+    first = lab.image_tag()
+    assert lab.packages() == ["systemd", "python3"]
+    (tmp_path / "image" / "customize.sh").write_text("echo two\n")
+    assert lab.image_tag() != first
+    assert first.startswith("glm-fleet-lab/debian12:")
+
+
+def test_plan_has_the_gpu_nodes_asked_for_and_one_laptop() -> None:
+    nodes = lab.plan(3)
+    assert [(n.name, n.group) for n in nodes] == [
+        ("gpu-1", "gpu_nodes"),
+        ("gpu-2", "gpu_nodes"),
+        ("gpu-3", "gpu_nodes"),
+        ("laptop-1", "developer_laptops"),
+    ]
+
+
+@pytest.mark.parametrize("count", [0, 9, -1])
+def test_up_refuses_a_fleet_size_out_of_range(count: int) -> None:
+    with pytest.raises(lab.LabError, match=f"got: {count}"):
+        lab.up(count)
+
+
+def test_mirror_comes_from_the_deb822_sources(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("GLM_LAB_DEBIAN_MIRROR", raising=False)
+    apt = tmp_path / "apt"
+    (apt / "sources.list.d").mkdir(parents=True)
+    (apt / "sources.list.d" / "debian.sources").write_text(
+        "Types: deb\nURIs: http://mirror.test/debian\nSuites: bookworm\n\n"
+        "Types: deb\nURIs: http://mirror.test/debian-security\nSuites: bookworm-security\n"
+    )
+    real_path = lab.Path
+    monkeypatch.setattr(lab, "Path", lambda p: real_path(str(p).replace("/etc/apt", str(apt))))
+    assert lab.debian_mirror() == "http://mirror.test/debian"
+
+
+def test_mirror_override_wins(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GLM_LAB_DEBIAN_MIRROR", "http://override.test/debian")
+    assert lab.debian_mirror() == "http://override.test/debian"
