@@ -10,8 +10,14 @@ not available). Each node has its own docker volume for /var/lib/docker, so role
 run a docker engine inside it. The controller reaches the nodes over SSH with a key generated for
 the lab and host keys collected from the nodes (strict host key checking stays on).
 
-A Debian docker-registry process on the lab network's gateway plays the site's Docker Hub mirror:
-nodes whose daemon.json lists it under registry-mirrors pull `lmsysorg/...@sha256:...` through it.
+Services on the lab network's gateway (172.30.253.1), started by `services` and by `up`:
+- :5000, Debian's docker-registry, the site's Docker Hub mirror: nodes whose daemon.json lists it
+  under registry-mirrors pull `lmsysorg/...@sha256:...` through it;
+- :8080, a static HTTP server for the stand-ins of unreachable upstreams: /nvidia/ is a signed apt
+  repository in the shape of NVIDIA's libnvidia-container repository (tests/lab/aptrepo.py).
+
+GPU nodes also get the lab's stand-in NVIDIA driver tools: an `nvidia-smi` that reports a 4x B200
+half HGX system and a fabric manager unit, so preflight sees the machine of the deployment recipe.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import aptrepo
 import oci
 
 REPO = Path(__file__).resolve().parents[2]
@@ -44,7 +51,13 @@ LABEL = "io.glm-fleet.lab"
 NETWORK = f"{PREFIX}-net"
 IMAGE_REPO = "glm-fleet-lab/debian12"
 SUITE = "bookworm"
-REGISTRY_PORT = int(os.environ.get("GLM_LAB_REGISTRY_PORT", "5000"))
+# Fixed addresses: inventories/lab/group_vars and molecule refer to them.
+SUBNET = "172.30.253.0/24"
+GATEWAY = "172.30.253.1"
+DYNAMIC_RANGE = "172.30.253.128/25"  # molecule's containers; lab nodes take fixed addresses below it
+REGISTRY_PORT = 5000
+HTTP_PORT = 8080
+WWW = STATE_DIR / "www"
 MAX_GPU_NODES = 8
 SMOKE_REPO = "glm-fleet-lab/smoke"
 
@@ -199,9 +212,17 @@ def ensure_image() -> str:
 def ensure_network() -> str:
     """Create the lab network; returns its gateway address (the host side)."""
     if not succeeds("docker", "network", "inspect", NETWORK):
-        docker("network", "create", "--label", f"{LABEL}=1", NETWORK)
+        created = run(
+            ["docker", "network", "create", "--label", f"{LABEL}=1", "--subnet", SUBNET,
+             "--gateway", GATEWAY, "--ip-range", DYNAMIC_RANGE, NETWORK],
+            check=False,
+        )  # fmt: skip
+        if created.returncode != 0:
+            raise LabError(f"cannot create the lab network {NETWORK} on {SUBNET}: {created.stderr.strip()}")
     ipam = json.loads(docker("network", "inspect", NETWORK, "--format", "{{json .IPAM.Config}}"))
-    return str(ipam[0]["Gateway"])
+    if ipam[0].get("Gateway") != GATEWAY:
+        raise LabError(f"network {NETWORK} exists with gateway {ipam[0].get('Gateway')}; run: make lab-down")
+    return GATEWAY
 
 
 def registry_paths() -> dict[str, Path]:
@@ -230,13 +251,33 @@ def stop_pid(pidfile: Path) -> None:
     pidfile.unlink(missing_ok=True)
 
 
+def start_daemon(name: str, argv: list[str], pidfile: Path, logfile: Path) -> None:
+    stop_pid(pidfile)
+    pidfile.parent.mkdir(parents=True, exist_ok=True)
+    logf = logfile.open("ab")
+    proc = subprocess.Popen(argv, stdout=logf, stderr=logf, start_new_session=True)
+    pidfile.write_text(str(proc.pid))
+    log(f"started {name} (pid {proc.pid})")
+
+
+def wait_http(url: str, what: str, logfile: Path, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:  # noqa: S310 - a fixed http:// URL
+                if resp.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.3)
+    raise LabError(f"{what} did not answer on {url}; see {logfile}")
+
+
 def start_registry(gateway: str) -> str:
     """Debian's docker-registry (distribution 2.8) on the gateway: the site's Docker Hub mirror."""
     binary = shutil.which("docker-registry")
     if binary is None:
         raise LabError("docker-registry is not installed (run: make deps)")
     paths = registry_paths()
-    stop_pid(paths["pid"])
     paths["data"].mkdir(parents=True, exist_ok=True)
     address = f"{gateway}:{REGISTRY_PORT}"
     paths["config"].write_text(
@@ -247,19 +288,20 @@ def start_registry(gateway: str) -> str:
         "  delete:\n    enabled: true\n"
         f"http:\n  addr: {address}\n"
     )
-    logf = paths["log"].open("ab")
-    proc = subprocess.Popen([binary, "serve", str(paths["config"])], stdout=logf, stderr=logf, start_new_session=True)
-    paths["pid"].write_text(str(proc.pid))
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"http://{address}/v2/", timeout=2) as resp:
-                if resp.status == 200:
-                    log(f"registry mirror serving on {address}")
-                    return address
-        except OSError:
-            time.sleep(0.3)
-    raise LabError(f"registry did not answer on {address}; see {paths['log']}")
+    start_daemon("registry", [binary, "serve", str(paths["config"])], paths["pid"], paths["log"])
+    wait_http(f"http://{address}/v2/", "the registry", paths["log"])
+    return address
+
+
+def start_www(gateway: str) -> str:
+    """The static HTTP server for upstream stand-ins; builds the signed NVIDIA apt repository."""
+    aptrepo.build(WWW / "nvidia", STATE_DIR / "gnupg")
+    pidfile, logfile = STATE_DIR / "www.pid", STATE_DIR / "www.log"
+    argv = [sys.executable, "-m", "http.server", str(HTTP_PORT), "--bind", gateway, "--directory", str(WWW)]
+    start_daemon("http server", argv, pidfile, logfile)
+    url = f"http://{gateway}:{HTTP_PORT}"
+    wait_http(f"{url}/nvidia/gpgkey", "the lab http server", logfile)
+    return url
 
 
 def smoke_image() -> oci.Image:
@@ -292,28 +334,48 @@ def ssh_key() -> Path:
 
 
 def plan(gpu_nodes: int) -> list[Node]:
-    nodes = [Node(f"gpu-{i}", "gpu_nodes", f"{PREFIX}-gpu-{i}") for i in range(1, gpu_nodes + 1)]
-    nodes.append(Node("laptop-1", "developer_laptops", f"{PREFIX}-laptop-1"))
+    nodes = [
+        Node(f"gpu-{i}", "gpu_nodes", f"{PREFIX}-gpu-{i}", f"172.30.253.{10 + i}") for i in range(1, gpu_nodes + 1)
+    ]
+    nodes.append(Node("laptop-1", "developer_laptops", f"{PREFIX}-laptop-1", "172.30.253.100"))
     return nodes
 
 
 def start_node(node: Node, image: str, pubkey: str) -> None:
     docker(
         "run", "-d", "--name", node.container, "--hostname", node.name,
-        "--network", NETWORK, "--label", f"{LABEL}=1", "--label", f"{LABEL}.group={node.group}",
+        "--network", NETWORK, "--ip", node.address,
+        "--label", f"{LABEL}=1", "--label", f"{LABEL}.group={node.group}",
         *NODE_FLAGS,
         "--mount", f"type=volume,source={node.container}-docker,target=/var/lib/docker,volume-label={LABEL}=1",
         image,
     )  # fmt: skip
-    node.address = docker(
-        "inspect", node.container, "--format", f'{{{{(index .NetworkSettings.Networks "{NETWORK}").IPAddress}}}}'
-    )
     for user in ("fleet", "dev"):
         docker(
             "exec", node.container, "sh", "-c",
             f"printf '%s\\n' '{pubkey}' > /home/{user}/.ssh/authorized_keys && "
             f"chown {user}:{user} /home/{user}/.ssh/authorized_keys && chmod 600 /home/{user}/.ssh/authorized_keys",
         )  # fmt: skip
+
+
+def install_driver_standins(node: Node) -> None:
+    """What a GPU base image brings with its driver: nvidia-smi and, on HGX, the fabric manager."""
+    driver = HERE / "standins" / "nvidia-driver"
+    gpus = REPO / "tests" / "unit" / "fixtures" / "nvidia-smi" / "b200x4" / "query-gpu-fabric.csv"
+    docker("exec", node.container, "mkdir", "-p", "/usr/share/glm-lab")
+    smi = STATE_DIR / "nvidia-smi"
+    smi.write_text("#!/usr/bin/python3\n" + (driver / "nvidia-smi.py").read_text())
+    for source, dest in (
+        (smi, "/usr/bin/nvidia-smi"),
+        (driver / "nv-fabricmanager", "/usr/bin/nv-fabricmanager"),
+        (driver / "nvidia-fabricmanager.service", "/etc/systemd/system/nvidia-fabricmanager.service"),
+        (gpus, "/usr/share/glm-lab/gpus.csv"),
+    ):
+        docker("cp", str(source), f"{node.container}:{dest}")
+    docker("exec", node.container, "sh", "-c",
+           "chown root:root /usr/bin/nvidia-smi /usr/bin/nv-fabricmanager && "
+           "chmod 0755 /usr/bin/nvidia-smi /usr/bin/nv-fabricmanager && "
+           "systemctl daemon-reload && systemctl enable --now --quiet nvidia-fabricmanager.service")  # fmt: skip
 
 
 def wait_for_boot(node: Node, timeout: float = 120) -> str:
@@ -339,7 +401,7 @@ def wait_for_boot(node: Node, timeout: float = 120) -> str:
     raise LabError(f"{node.name}: sshd does not listen on {node.address}:22")
 
 
-def write_inventory(nodes: list[Node], key: Path, known_hosts: Path, registry: str, smoke_digest: str) -> None:
+def write_inventory(nodes: list[Node], key: Path, known_hosts: Path, smoke_image: str) -> None:
     groups: dict[str, dict[str, dict[str, str]]] = {}
     for node in nodes:
         groups.setdefault(node.group, {})[node.name] = {"ansible_host": node.address}
@@ -349,8 +411,7 @@ def write_inventory(nodes: list[Node], key: Path, known_hosts: Path, registry: s
                 "ansible_user": "fleet",
                 "ansible_ssh_private_key_file": str(key),
                 "ansible_ssh_common_args": f"-o UserKnownHostsFile={known_hosts} -o StrictHostKeyChecking=yes",
-                "glm_lab_registry": registry,
-                "glm_lab_smoke_image": f"{SMOKE_REPO}@{smoke_digest}",
+                "glm_lab_smoke_image": smoke_image,
             },
             "children": {group: {"hosts": hosts} for group, hosts in groups.items()},
         }
@@ -368,6 +429,16 @@ def remove_lab_containers() -> None:
         docker("volume", "rm", "-f", *vols)
 
 
+def services() -> dict[str, str]:
+    """The lab's network and gateway services; what molecule scenarios need without the nodes."""
+    ensure_dockerd()
+    gateway = ensure_network()
+    registry = start_registry(gateway)
+    smoke_digest = oci.push(registry, SMOKE_REPO, "latest", oci.assemble(smoke_image()))
+    www = start_www(gateway)
+    return {"registry": registry, "www": www, "smoke_image": f"{SMOKE_REPO}@{smoke_digest}"}
+
+
 def up(gpu_nodes: int) -> dict[str, object]:
     if not 1 <= gpu_nodes <= MAX_GPU_NODES:
         raise LabError(f"gpu_nodes must be between 1 and {MAX_GPU_NODES}; got: {gpu_nodes}")
@@ -375,23 +446,23 @@ def up(gpu_nodes: int) -> dict[str, object]:
     ensure_dockerd()
     image = ensure_image()
     remove_lab_containers()  # a rerun starts from fresh nodes
-    gateway = ensure_network()
-    registry = start_registry(gateway)
-    smoke_digest = oci.push(registry, SMOKE_REPO, "latest", oci.assemble(smoke_image()))
+    endpoints = services()
     key = ssh_key()
     pubkey = Path(f"{key}.pub").read_text().strip()
     nodes = plan(gpu_nodes)
     for node in nodes:
         start_node(node, image, pubkey)
     known = [f"{node.address} {wait_for_boot(node)}" for node in nodes]
+    for node in nodes:
+        if node.group == "gpu_nodes":
+            install_driver_standins(node)
     known_hosts = STATE_DIR / "known_hosts"
     known_hosts.write_text("\n".join(" ".join(line.split()[:3]) for line in known) + "\n")
-    write_inventory(nodes, key, known_hosts, registry, smoke_digest)
+    write_inventory(nodes, key, known_hosts, endpoints["smoke_image"])
     state = {
         "image": image,
         "network": NETWORK,
-        "registry": registry,
-        "smoke_image": f"{SMOKE_REPO}@{smoke_digest}",
+        **endpoints,
         "nodes": [asdict(n) for n in nodes],
         "inventory": str(INVENTORY),
         "seconds": round(time.monotonic() - started, 1),
@@ -408,11 +479,13 @@ def down() -> None:
             docker("network", "rm", NETWORK)
     paths = registry_paths()
     stop_pid(paths["pid"])
+    stop_pid(STATE_DIR / "www.pid")
     shutil.rmtree(paths["base"], ignore_errors=True)
+    shutil.rmtree(WWW, ignore_errors=True)
     INVENTORY.unlink(missing_ok=True)
-    for name in ("state.json", "known_hosts"):
+    for name in ("state.json", "known_hosts", "www.log"):
         (STATE_DIR / name).unlink(missing_ok=True)
-    log("down: lab containers, volumes, network and registry removed")
+    log("down: lab containers, volumes, network, registry and http server removed")
 
 
 def status() -> dict[str, object]:
@@ -431,6 +504,7 @@ def main(argv: list[str] | None = None) -> int:
     p_up = sub.add_parser("up")
     p_up.add_argument("--gpu-nodes", type=int, default=int(os.environ.get("GLM_LAB_GPU_NODES", "2")))
     sub.add_parser("down")
+    sub.add_parser("services", help="start the network, registry and http server without nodes")
     sub.add_parser("status")
     sub.add_parser("image", help="build the node image unless cached; tag it :latest")
     sub.add_parser("engine", help="start a docker engine unless one is running")
@@ -440,6 +514,8 @@ def main(argv: list[str] | None = None) -> int:
             up(args.gpu_nodes)
         elif args.command == "down":
             down()
+        elif args.command == "services":
+            print(json.dumps(services(), indent=2))
         elif args.command == "engine":
             ensure_dockerd()
         elif args.command == "image":
