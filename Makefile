@@ -76,6 +76,7 @@ unit: venv
 
 molecule: engine ## every molecule scenario (systemd containers from the lab image)
 	$(BIN)/python tests/lab/lab.py image
+	$(BIN)/python tests/lab/lab.py services
 	for s in $(MOLECULE_SCENARIOS); do molecule test -s $$s; done
 
 integration: lab-up ## the lab-level tests, driven by ansible-runner

@@ -358,24 +358,12 @@ def start_node(node: Node, image: str, pubkey: str) -> None:
         )  # fmt: skip
 
 
-def install_driver_standins(node: Node) -> None:
+def install_driver_standins() -> None:
     """What a GPU base image brings with its driver: nvidia-smi and, on HGX, the fabric manager."""
-    driver = HERE / "standins" / "nvidia-driver"
-    gpus = REPO / "tests" / "unit" / "fixtures" / "nvidia-smi" / "b200x4" / "query-gpu-fabric.csv"
-    docker("exec", node.container, "mkdir", "-p", "/usr/share/glm-lab")
-    smi = STATE_DIR / "nvidia-smi"
-    smi.write_text("#!/usr/bin/python3\n" + (driver / "nvidia-smi.py").read_text())
-    for source, dest in (
-        (smi, "/usr/bin/nvidia-smi"),
-        (driver / "nv-fabricmanager", "/usr/bin/nv-fabricmanager"),
-        (driver / "nvidia-fabricmanager.service", "/etc/systemd/system/nvidia-fabricmanager.service"),
-        (gpus, "/usr/share/glm-lab/gpus.csv"),
-    ):
-        docker("cp", str(source), f"{node.container}:{dest}")
-    docker("exec", node.container, "sh", "-c",
-           "chown root:root /usr/bin/nvidia-smi /usr/bin/nv-fabricmanager && "
-           "chmod 0755 /usr/bin/nvidia-smi /usr/bin/nv-fabricmanager && "
-           "systemctl daemon-reload && systemctl enable --now --quiet nvidia-fabricmanager.service")  # fmt: skip
+    playbook = HERE / "playbooks" / "driver_standins.yml"
+    proc = run(["ansible-playbook", "-i", str(INVENTORY.parent), str(playbook)], check=False, cwd=REPO)
+    if proc.returncode != 0:
+        raise LabError(f"installing the driver stand-ins failed:\n{proc.stdout[-3000:]}")
 
 
 def wait_for_boot(node: Node, timeout: float = 120) -> str:
@@ -436,7 +424,9 @@ def services() -> dict[str, str]:
     registry = start_registry(gateway)
     smoke_digest = oci.push(registry, SMOKE_REPO, "latest", oci.assemble(smoke_image()))
     www = start_www(gateway)
-    return {"registry": registry, "www": www, "smoke_image": f"{SMOKE_REPO}@{smoke_digest}"}
+    endpoints = {"registry": registry, "www": www, "smoke_image": f"{SMOKE_REPO}@{smoke_digest}"}
+    (STATE_DIR / "services.json").write_text(json.dumps(endpoints, indent=2) + "\n")
+    return endpoints
 
 
 def up(gpu_nodes: int) -> dict[str, object]:
@@ -453,12 +443,10 @@ def up(gpu_nodes: int) -> dict[str, object]:
     for node in nodes:
         start_node(node, image, pubkey)
     known = [f"{node.address} {wait_for_boot(node)}" for node in nodes]
-    for node in nodes:
-        if node.group == "gpu_nodes":
-            install_driver_standins(node)
     known_hosts = STATE_DIR / "known_hosts"
     known_hosts.write_text("\n".join(" ".join(line.split()[:3]) for line in known) + "\n")
     write_inventory(nodes, key, known_hosts, endpoints["smoke_image"])
+    install_driver_standins()
     state = {
         "image": image,
         "network": NETWORK,
@@ -483,7 +471,7 @@ def down() -> None:
     shutil.rmtree(paths["base"], ignore_errors=True)
     shutil.rmtree(WWW, ignore_errors=True)
     INVENTORY.unlink(missing_ok=True)
-    for name in ("state.json", "known_hosts", "www.log"):
+    for name in ("state.json", "services.json", "known_hosts", "www.log", "nvidia-smi"):
         (STATE_DIR / name).unlink(missing_ok=True)
     log("down: lab containers, volumes, network, registry and http server removed")
 

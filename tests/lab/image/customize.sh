@@ -48,7 +48,8 @@ done
 # Fresh machine-id per container.
 : > /etc/machine-id
 apt-get clean
-rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
-# No package lists are shipped: mark them as never updated, so `cache_valid_time` fetches them.
+rm -rf /var/cache/apt/*.bin
+# The package lists from the bootstrap stay (as on a cloud image) but are marked as old, so a role's
+# `cache_valid_time` refreshes them.
 mkdir -p /var/lib/apt/lists/partial
 touch -d @0 /var/lib/apt/lists

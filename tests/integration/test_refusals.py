@@ -1,0 +1,121 @@
+"""Bad input and unfit nodes are refused before anything on the host changes, with a message that
+names the variable and the value."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from conftest import REPO, Runner, run_log
+
+PLAYBOOK = REPO / "tests" / "integration" / "playbooks" / "apply_role.yml"
+TARGET = "gpu-2"
+CONTAINER = "glm-lab-gpu-2"
+
+ROCKY_OS_RELEASE = """NAME="Rocky Linux"
+VERSION="9.4 (Blue Onyx)"
+ID="rocky"
+ID_LIKE="rhel centos fedora"
+VERSION_ID="9.4"
+PLATFORM_ID="platform:el9"
+PRETTY_NAME="Rocky Linux 9.4 (Blue Onyx)"
+"""
+
+
+def node_state() -> str:
+    """What the roles would change first: the apt sources, the installed packages, daemon.json."""
+    script = "ls /etc/apt/sources.list.d; dpkg-query -W -f='${Package} ${Version}\\n'; cat /etc/docker/daemon.json 2>&1 || true"
+    return subprocess.run(
+        ["docker", "exec", CONTAINER, "sh", "-c", script], check=True, capture_output=True, text=True
+    ).stdout
+
+
+def refusal(runner: Runner, role: str, extravars: dict[str, Any]) -> str:
+    before = node_state()
+    run = runner.playbook(PLAYBOOK, extravars={"target": TARGET, "role": role, **extravars})
+    assert run.status == "failed", run_log(run)
+    assert run.stats["changed"].get(TARGET, 0) == 0, run.stats
+    assert node_state() == before, "the host changed before the refusal"
+    failures = [
+        e["event_data"]["res"].get("msg", "")
+        for e in run.events
+        if e.get("event") == "runner_on_failed" and e["event_data"].get("host") == TARGET
+    ]
+    assert len(failures) == 1, run_log(run)
+    return failures[0]
+
+
+@pytest.mark.parametrize(
+    ("extravars", "expected"),
+    [
+        ({"preflight_required_gpus": 8}, ["has 4 GPU(s)", "preflight_required_gpus", "is 8"]),
+        ({"preflight_min_gpu_memory_gb": 1000}, ["769.1 GB of GPU memory", "preflight_min_gpu_memory_gb is 1000"]),
+        ({"preflight_min_driver_version": "590.10"}, ["driver 580.95.05", "preflight_min_driver_version is 590.10"]),
+        (
+            {"preflight_disk_requirements": [{"path": "/var/lib/glm-fleet", "min_free_gb": 100000}]},
+            ["preflight_disk_requirements", "/var/lib/glm-fleet need 100000.0 GB on /"],
+        ),
+        ({"preflight_required_gpus": "four"}, ["argument 'preflight_required_gpus'", "'four'"]),
+    ],
+    ids=["too-few-gpus", "too-little-gpu-memory", "old-driver", "too-little-disk", "malformed-gpu-count"],
+)
+def test_preflight_refuses_an_unfit_node(runner: Runner, extravars: dict[str, Any], expected: list[str]) -> None:
+    message = refusal(runner, "glm.fleet.preflight", extravars)
+    for part in expected:
+        assert part in message, message
+
+
+@pytest.fixture
+def fabric_manager_stopped() -> Iterator[None]:
+    subprocess.run(["docker", "exec", CONTAINER, "systemctl", "stop", "nvidia-fabricmanager"], check=True)
+    yield
+    subprocess.run(["docker", "exec", CONTAINER, "systemctl", "start", "nvidia-fabricmanager"], check=True)
+
+
+@pytest.mark.usefixtures("fabric_manager_stopped")
+def test_preflight_refuses_an_nvswitch_node_without_fabric_manager(runner: Runner) -> None:
+    message = refusal(runner, "glm.fleet.preflight", {})
+    assert "nvidia-fabricmanager.service (preflight_fabric_manager_service) is not active" in message
+
+
+@pytest.mark.parametrize(
+    ("extravars", "expected"),
+    [
+        ({"nvidia_container_toolkit_version": "latest"}, "nvidia_container_toolkit_version must pin"),
+        ({"nvidia_container_toolkit_version": "1.18"}, "got: 1.18"),
+        (
+            {"nvidia_container_toolkit_registry_mirrors": ["ftp://mirror.example.internal"]},
+            "nvidia_container_toolkit_registry_mirrors entries must be http(s)://host[:port]; got: ftp://mirror.example.internal",
+        ),
+        (
+            {"nvidia_container_toolkit_repo_base_url": "mirror.example.internal/nvidia"},
+            "nvidia_container_toolkit_repo_base_url must be an http(s) URL; got: mirror.example.internal/nvidia",
+        ),
+    ],
+    ids=["unpinned-latest", "unpinned-minor", "malformed-mirror", "malformed-repo-url"],
+)
+def test_toolkit_refuses_bad_input(runner: Runner, extravars: dict[str, Any], expected: str) -> None:
+    assert expected in refusal(runner, "glm.fleet.nvidia_container_toolkit", extravars)
+
+
+@pytest.fixture
+def rhel_family_node() -> Iterator[None]:
+    """Make the node identify itself as Rocky Linux 9, as Ansible's fact gathering reads it."""
+    script = (
+        "cp /etc/os-release /root/os-release.debian && rm /etc/os-release && "
+        f"printf '%s' '{ROCKY_OS_RELEASE}' > /etc/os-release && "
+        "echo 'Rocky Linux release 9.4 (Blue Onyx)' > /etc/redhat-release"
+    )
+    subprocess.run(["docker", "exec", CONTAINER, "sh", "-c", script], check=True)
+    yield
+    restore = "rm -f /etc/redhat-release /etc/os-release && mv /root/os-release.debian /etc/os-release"
+    subprocess.run(["docker", "exec", CONTAINER, "sh", "-c", restore], check=True)
+
+
+@pytest.mark.usefixtures("rhel_family_node")
+def test_toolkit_refuses_a_rhel_family_system(runner: Runner) -> None:
+    message = refusal(runner, "glm.fleet.nvidia_container_toolkit", {})
+    assert "runs Rocky 9.4 (ansible_facts['distribution'], os_family RedHat)" in message
+    assert "RHEL-family systems are refused until they are supported" in message
