@@ -26,7 +26,10 @@ PRETTY_NAME="Rocky Linux 9.4 (Blue Onyx)"
 
 def node_state() -> str:
     """What the roles would change first: the apt sources, the installed packages, daemon.json."""
-    script = "ls /etc/apt/sources.list.d; dpkg-query -W -f='${Package} ${Version}\\n'; cat /etc/docker/daemon.json 2>&1 || true"
+    script = (
+        "ls /etc/apt/sources.list.d; dpkg-query -W -f='${Package} ${Version}\\n'; "
+        "cat /etc/docker/daemon.json 2>&1 || true"
+    )
     return subprocess.run(
         ["docker", "exec", CONTAINER, "sh", "-c", script], check=True, capture_output=True, text=True
     ).stdout
