@@ -24,14 +24,17 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import io
 import json
 import os
 import re
+import secrets
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 import urllib.request
@@ -60,6 +63,8 @@ HTTP_PORT = 8080
 WWW = STATE_DIR / "www"
 MAX_GPU_NODES = 8
 SMOKE_REPO = "glm-fleet-lab/smoke"
+SGLANG_REPO, SGLANG_TAG = "lmsysorg/sglang", "glm-5.3-flash-lab"
+SERVICES_VARS = REPO / "inventories" / "lab" / "group_vars" / "all" / "services.yml"
 
 NODE_FLAGS = [
     "--cap-add", "SYS_ADMIN",
@@ -322,6 +327,39 @@ def smoke_image() -> oci.Image:
     )
 
 
+def base_layer(image: str) -> oci.Layer:
+    """The lab base image's root filesystem as a layer (cached per image), via `docker save`."""
+    cache = STATE_DIR / "cache" / image.replace("/", "_").replace(":", "_")
+    if not (cache / "layer.tar.gz").exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        saved = subprocess.run(["docker", "save", image], check=True, capture_output=True).stdout
+        with tarfile.open(fileobj=io.BytesIO(saved)) as tar:
+            manifest = json.load(tar.extractfile("manifest.json"))  # type: ignore[arg-type]
+            (layer_name,) = manifest[0]["Layers"]
+            raw = tar.extractfile(layer_name).read()  # type: ignore[union-attr]
+        layer = oci.layer_from_tar(raw)
+        (cache / "layer.tar.gz").write_bytes(layer.blob)
+        (cache / "diff_id").write_text(layer.diff_id)
+    return oci.Layer(blob=(cache / "layer.tar.gz").read_bytes(), diff_id=(cache / "diff_id").read_text())
+
+
+def sglang_standin_image(base: str) -> oci.Image:
+    """The stand-in SGLang server (tests/lab/sglang_standin) on the lab's Debian root filesystem."""
+    package = HERE / "sglang_standin" / "sglang"
+    site = "usr/local/lib/python3.11/dist-packages/sglang"
+    return oci.Image(
+        base=[base_layer(base)],
+        files=[
+            oci.File("usr/local/lib/python3.11/dist-packages", is_dir=True, mode=0o755),
+            oci.File(site, is_dir=True, mode=0o755),
+            *(oci.File(f"{site}/{path.name}", path.read_bytes()) for path in sorted(package.glob("*.py"))),
+        ],
+        cmd=["python3", "-m", "sglang.launch_server", "--help"],
+        env=["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "PYTHONUNBUFFERED=1"],
+        labels={"org.opencontainers.image.title": "glm.fleet lab stand-in for SGLang"},
+    )
+
+
 # --- nodes ---------------------------------------------------------------------------------------
 
 
@@ -358,12 +396,14 @@ def start_node(node: Node, image: str, pubkey: str) -> None:
         )  # fmt: skip
 
 
-def install_driver_standins() -> None:
-    """What a GPU base image brings with its driver: nvidia-smi and, on HGX, the fabric manager."""
-    playbook = HERE / "playbooks" / "driver_standins.yml"
-    proc = run(["ansible-playbook", "-i", str(INVENTORY.parent), str(playbook)], check=False, cwd=REPO)
-    if proc.returncode != 0:
-        raise LabError(f"installing the driver stand-ins failed:\n{proc.stdout[-3000:]}")
+def prepare_gpu_nodes() -> None:
+    """What a GPU node has before site.yml runs: its driver's tools (nvidia-smi, on HGX the fabric
+    manager), and, until the weights stage exists, a small model snapshot at the pinned revision."""
+    for name in ("driver_standins.yml", "seed_weights.yml"):
+        playbook = HERE / "playbooks" / name
+        proc = run(["ansible-playbook", "-i", str(INVENTORY.parent), str(playbook)], check=False, cwd=REPO)
+        if proc.returncode != 0:
+            raise LabError(f"{name} failed:\n{proc.stdout[-3000:]}")
 
 
 def wait_for_boot(node: Node, timeout: float = 120) -> str:
@@ -389,7 +429,7 @@ def wait_for_boot(node: Node, timeout: float = 120) -> str:
     raise LabError(f"{node.name}: sshd does not listen on {node.address}:22")
 
 
-def write_inventory(nodes: list[Node], key: Path, known_hosts: Path, smoke_image: str) -> None:
+def write_inventory(nodes: list[Node], key: Path, known_hosts: Path) -> None:
     groups: dict[str, dict[str, dict[str, str]]] = {}
     for node in nodes:
         groups.setdefault(node.group, {})[node.name] = {"ansible_host": node.address}
@@ -399,7 +439,6 @@ def write_inventory(nodes: list[Node], key: Path, known_hosts: Path, smoke_image
                 "ansible_user": "fleet",
                 "ansible_ssh_private_key_file": str(key),
                 "ansible_ssh_common_args": f"-o UserKnownHostsFile={known_hosts} -o StrictHostKeyChecking=yes",
-                "glm_lab_smoke_image": smoke_image,
             },
             "children": {group: {"hosts": hosts} for group, hosts in groups.items()},
         }
@@ -420,13 +459,36 @@ def remove_lab_containers() -> None:
 def services() -> dict[str, str]:
     """The lab's network and gateway services; what molecule scenarios need without the nodes."""
     ensure_dockerd()
+    base = ensure_image()
     gateway = ensure_network()
     registry = start_registry(gateway)
     smoke_digest = oci.push(registry, SMOKE_REPO, "latest", oci.assemble(smoke_image()))
+    sglang_digest = oci.push(registry, SGLANG_REPO, SGLANG_TAG, oci.assemble(sglang_standin_image(base)))
     www = start_www(gateway)
-    endpoints = {"registry": registry, "www": www, "smoke_image": f"{SMOKE_REPO}@{smoke_digest}"}
+    endpoints = {
+        "registry": registry,
+        "www": www,
+        "smoke_image": f"{SMOKE_REPO}@{smoke_digest}",
+        "sglang_image": f"{SGLANG_REPO}:{SGLANG_TAG}@{sglang_digest}",
+    }
     (STATE_DIR / "services.json").write_text(json.dumps(endpoints, indent=2) + "\n")
+    write_services_vars(endpoints)
     return endpoints
+
+
+def write_services_vars(endpoints: dict[str, str]) -> None:
+    """Group vars for the lab: the images it pushed (by digest) and its API key (kept across runs)."""
+    key_file = STATE_DIR / "api_key"
+    if not key_file.exists():
+        key_file.touch(mode=0o600)
+        key_file.write_text(secrets.token_hex(24))
+    SERVICES_VARS.touch(mode=0o600)
+    SERVICES_VARS.write_text(
+        "---\n# Written by tests/lab/lab.py: images the lab pushed to its registry mirror, and its API key.\n"
+        f'glm_lab_smoke_image: "{endpoints["smoke_image"]}"\n'
+        f'glm_lab_sglang_image: "{endpoints["sglang_image"]}"\n'
+        f'glm_lab_api_key: "{key_file.read_text().strip()}"\n'
+    )
 
 
 def up(gpu_nodes: int) -> dict[str, object]:
@@ -445,8 +507,8 @@ def up(gpu_nodes: int) -> dict[str, object]:
     known = [f"{node.address} {wait_for_boot(node)}" for node in nodes]
     known_hosts = STATE_DIR / "known_hosts"
     known_hosts.write_text("\n".join(" ".join(line.split()[:3]) for line in known) + "\n")
-    write_inventory(nodes, key, known_hosts, endpoints["smoke_image"])
-    install_driver_standins()
+    write_inventory(nodes, key, known_hosts)
+    prepare_gpu_nodes()
     state = {
         "image": image,
         "network": NETWORK,
@@ -471,6 +533,7 @@ def down() -> None:
     shutil.rmtree(paths["base"], ignore_errors=True)
     shutil.rmtree(WWW, ignore_errors=True)
     INVENTORY.unlink(missing_ok=True)
+    SERVICES_VARS.unlink(missing_ok=True)
     for name in ("state.json", "services.json", "known_hosts", "www.log", "nvidia-smi"):
         (STATE_DIR / name).unlink(missing_ok=True)
     log("down: lab containers, volumes, network, registry and http server removed")

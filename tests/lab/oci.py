@@ -34,11 +34,20 @@ class File:
     is_dir: bool = False
 
 
+@dataclass(frozen=True)
+class Layer:
+    """A compressed layer blob and the digest of its uncompressed tar (its diff_id)."""
+
+    blob: bytes
+    diff_id: str
+
+
 @dataclass
 class Image:
-    """A single-layer image: its files and its run configuration."""
+    """An image: base layers, then one layer of its own files, and its run configuration."""
 
     files: list[File]
+    base: list[Layer] = field(default_factory=list)
     entrypoint: list[str] | None = None
     cmd: list[str] | None = None
     env: list[str] = field(
@@ -78,11 +87,21 @@ def gzip_bytes(data: bytes) -> bytes:
     return gzip.compress(data, compresslevel=6, mtime=0)
 
 
+def layer_from_files(files: list[File]) -> Layer:
+    raw = layer_tar(files)
+    return Layer(blob=gzip_bytes(raw), diff_id=sha256(raw))
+
+
+def layer_from_tar(raw: bytes) -> Layer:
+    """A layer from an existing uncompressed tar, e.g. one layer of `docker save`."""
+    return Layer(blob=gzip.compress(raw, compresslevel=1, mtime=0), diff_id=sha256(raw))
+
+
 @dataclass(frozen=True)
 class Blobs:
     """Everything a registry needs to serve one image."""
 
-    layer: bytes
+    layers: list[bytes]
     config: bytes
     manifest: bytes
 
@@ -92,8 +111,7 @@ class Blobs:
 
 
 def assemble(image: Image) -> Blobs:
-    raw = layer_tar(image.files)
-    layer = gzip_bytes(raw)
+    layers = [*image.base, layer_from_files(image.files)]
     run_config: dict[str, object] = {"Env": image.env, "Labels": image.labels}
     if image.entrypoint is not None:
         run_config["Entrypoint"] = image.entrypoint
@@ -104,7 +122,7 @@ def assemble(image: Image) -> Blobs:
             "architecture": "amd64",
             "os": "linux",
             "config": run_config,
-            "rootfs": {"type": "layers", "diff_ids": [sha256(raw)]},
+            "rootfs": {"type": "layers", "diff_ids": [layer.diff_id for layer in layers]},
             "history": [{"created_by": "glm.fleet lab image builder"}],
         },
         sort_keys=True,
@@ -115,11 +133,13 @@ def assemble(image: Image) -> Blobs:
             "schemaVersion": 2,
             "mediaType": MANIFEST_V2,
             "config": {"mediaType": CONFIG_V1, "size": len(config), "digest": sha256(config)},
-            "layers": [{"mediaType": LAYER_TGZ, "size": len(layer), "digest": sha256(layer)}],
+            "layers": [
+                {"mediaType": LAYER_TGZ, "size": len(layer.blob), "digest": sha256(layer.blob)} for layer in layers
+            ],
         },
         indent=3,
     ).encode()
-    return Blobs(layer=layer, config=config, manifest=manifest)
+    return Blobs(layers=[layer.blob for layer in layers], config=config, manifest=manifest)
 
 
 def _request(
@@ -158,7 +178,8 @@ def _push_blob(base: str, repo: str, blob: bytes) -> None:
 def push(registry: str, repo: str, tag: str, blobs: Blobs) -> str:
     """Push the blobs as REPO:TAG to the registry at host:port; returns the manifest digest."""
     base = f"http://{registry}"
-    _push_blob(base, repo, blobs.layer)
+    for layer in blobs.layers:
+        _push_blob(base, repo, layer)
     _push_blob(base, repo, blobs.config)
     status, headers = _request(
         "PUT", f"{base}/v2/{repo}/manifests/{tag}", data=blobs.manifest, headers={"Content-Type": MANIFEST_V2}

@@ -36,7 +36,7 @@ def test_any_content_change_changes_the_digest() -> None:
 
 def test_layer_entries_are_sorted_root_owned_and_dated_at_the_epoch() -> None:
     blobs = oci.assemble(sample())
-    with tarfile.open(fileobj=io.BytesIO(gzip.decompress(blobs.layer))) as tar:
+    with tarfile.open(fileobj=io.BytesIO(gzip.decompress(blobs.layers[-1]))) as tar:
         members = tar.getmembers()
     assert [m.name for m in members] == ["bin", "bin/alias", "bin/tool", "etc/b.txt"]
     assert {(m.uid, m.gid, m.mtime) for m in members} == {(0, 0, 0)}
@@ -54,12 +54,11 @@ def test_manifest_points_at_the_config_and_layer_by_digest_and_size() -> None:
         "size": len(blobs.config),
         "digest": oci.sha256(blobs.config),
     }
-    assert manifest["layers"] == [
-        {"mediaType": oci.LAYER_TGZ, "size": len(blobs.layer), "digest": oci.sha256(blobs.layer)}
-    ]
+    (layer,) = blobs.layers
+    assert manifest["layers"] == [{"mediaType": oci.LAYER_TGZ, "size": len(layer), "digest": oci.sha256(layer)}]
     config = json.loads(blobs.config)
     # diff_ids name the uncompressed layer, as docker checks after extracting it.
-    assert config["rootfs"]["diff_ids"] == [oci.sha256(gzip.decompress(blobs.layer))]
+    assert config["rootfs"]["diff_ids"] == [oci.sha256(gzip.decompress(layer))]
     assert config["config"]["Entrypoint"] == ["/bin/tool"]
     assert "created" not in config
 
@@ -67,3 +66,15 @@ def test_manifest_points_at_the_config_and_layer_by_digest_and_size() -> None:
 def test_only_plain_http_registries_are_spoken_to() -> None:
     with pytest.raises(ValueError, match="got: file:///etc/passwd"):
         oci._request("GET", "file:///etc/passwd")
+
+
+def test_base_layers_come_first_in_manifest_and_config() -> None:
+    base = oci.layer_from_tar(oci.layer_tar([oci.File("etc/os-release", b"ID=debian\n")]))
+    image = sample()
+    image.base = [base]
+    blobs = oci.assemble(image)
+    manifest, config = json.loads(blobs.manifest), json.loads(blobs.config)
+    assert [entry["digest"] for entry in manifest["layers"]] == [oci.sha256(b) for b in blobs.layers]
+    assert blobs.layers[0] == base.blob
+    assert config["rootfs"]["diff_ids"][0] == base.diff_id
+    assert len(config["rootfs"]["diff_ids"]) == 2

@@ -1,0 +1,130 @@
+"""What a person checks by hand on a GPU node running the SGLang server unit."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[3]
+UNIT = "pareto-glm53-flash"
+REVISION = "eb9eb208eb0d988989d07a6a12d0fdeb5f52574a"
+SERVED = "zai-org/GLM-5.3-Flash"
+
+
+def api_key() -> str:
+    return (REPO / ".lab" / "api_key").read_text().strip()
+
+
+def lab_image() -> str:
+    return json.loads((REPO / ".lab" / "services.json").read_text())["sglang_image"]
+
+
+def health(host, timeout: float = 60) -> dict:  # noqa: ANN001 - testinfra host
+    args = {
+        "port": 18080,
+        "api_key": api_key(),
+        "served_model_name": SERVED,
+        "expected": {"tp_size": 4, "ep_size": 4, "revision": REVISION, "model_path": SERVED, "context_length": 16384},
+        "timeout": timeout,
+    }
+    return host.ansible("glm.fleet.sglang_health", json.dumps(args), check=False)
+
+
+def journal(host) -> str:  # noqa: ANN001 - testinfra host
+    """The unit's recent journal, printed with a failed assertion."""
+    return host.run(f"journalctl -u {UNIT} --no-pager -n 60").stdout
+
+
+def test_unit_renders_the_recipes_launch_line(host) -> None:  # noqa: ANN001
+    unit = host.file(f"/etc/systemd/system/{UNIT}.service").content_string
+    for part in [
+        "ExecStartPre=-/usr/bin/docker rm --force pareto-glm53-flash",
+        "ExecStart=/usr/bin/docker run --rm",
+        """--gpus '"device=0,1,2,3"'""",
+        "--ipc=host",
+        "--shm-size=64g",
+        "-p 127.0.0.1:18080:18080",
+        "-v /var/lib/glm-fleet/huggingface:/root/.cache/huggingface",
+        "-v /var/lib/glm-fleet/deep_gemm:/root/.deep_gemm",
+        "-e HF_HUB_OFFLINE=1",
+        "--entrypoint python3",
+        lab_image(),
+        "-m sglang.launch_server",
+        f"--model-path {SERVED}",
+        f"--revision {REVISION}",
+        f"--served-model-name {SERVED}",
+        "--host 0.0.0.0",
+        "--port 18080",
+        "--tp-size 4",
+        "--ep-size 4",
+        "--context-length 16384",
+        "--max-running-requests 256",
+        "--dsa-prefill-backend trtllm",
+        "--dsa-decode-backend trtllm",
+        "--kv-cache-dtype fp8_e4m3",
+        "--moe-runner-backend deep_gemm",
+        "--reasoning-parser glm45",
+        "--tool-call-parser glm47",
+        "ExecStop=/usr/bin/docker stop --time 60 pareto-glm53-flash",
+        "Restart=on-failure",
+    ]:
+        assert part in unit, part
+    assert "--restart" not in unit  # systemd restarts it, docker keeps no policy
+
+
+def test_service_is_active_and_enabled(host) -> None:  # noqa: ANN001
+    service = host.service(UNIT)
+    assert service.is_running, journal(host)
+    assert service.is_enabled
+
+
+def test_container_runs_with_the_expected_arguments(host) -> None:  # noqa: ANN001
+    inspect = json.loads(host.check_output(f"docker inspect {UNIT}"))[0]
+    args = inspect["Args"]
+    assert inspect["Path"] == "python3"
+    assert args[:2] == ["-m", "sglang.launch_server"]
+    assert args[args.index("--tp-size") + 1] == "4"
+    assert args[args.index("--ep-size") + 1] == "4"
+    assert "HF_HUB_OFFLINE=1" in inspect["Config"]["Env"]
+    assert inspect["HostConfig"]["IpcMode"] == "host"
+    assert inspect["HostConfig"]["RestartPolicy"]["Name"] in ("", "no")
+    assert inspect["HostConfig"]["PortBindings"]["18080/tcp"] == [{"HostIp": "127.0.0.1", "HostPort": "18080"}]
+    assert inspect["HostConfig"]["DeviceRequests"][0]["DeviceIDs"] == ["0", "1", "2", "3"]
+
+
+def test_health_module_passes(host) -> None:  # noqa: ANN001
+    result = health(host)
+    assert result.get("ready") is True, f"{result}\n{journal(host)}"
+    assert result["checks"]["messages"]["ok"]
+    assert result["ttft_ms"] is not None
+
+
+def test_api_key_is_required_and_kept_out_of_sight(host) -> None:  # noqa: ANN001
+    key = api_key()
+    assert host.run("curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:18080/v1/models").stdout == "401"
+    assert host.run("curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:18080/health").stdout == "200"
+    config = host.file(f"/etc/glm-fleet/sglang/{UNIT}.yaml")
+    assert (config.mode, config.user, config.group) == (0o600, "root", "root")
+    assert key in config.content_string
+    assert host.file("/etc/glm-fleet/sglang").mode == 0o700
+    assert key not in host.file(f"/etc/systemd/system/{UNIT}.service").content_string
+    assert key not in host.check_output("ps -eo args")
+    assert key not in host.check_output(f"journalctl -u {UNIT} --no-pager")
+    inspect = host.check_output(f"docker inspect {UNIT}")
+    assert key not in inspect
+
+
+def test_a_killed_container_is_restarted_by_systemd(host) -> None:  # noqa: ANN001
+    before = host.check_output(f"docker inspect -f '{{{{.Id}}}}' {UNIT}")
+    host.check_output(f"docker kill --signal KILL {UNIT}")
+    deadline = time.monotonic() + 90
+    after = ""
+    while time.monotonic() < deadline:
+        out = host.run(f"docker inspect -f '{{{{.Id}}}}' {UNIT}")
+        if out.rc == 0 and out.stdout.strip() not in ("", before):
+            after = out.stdout.strip()
+            break
+        time.sleep(1)
+    assert after, f"systemd did not start a new container\n{journal(host)}"
+    assert health(host, timeout=90).get("ready") is True, journal(host)
