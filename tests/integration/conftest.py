@@ -31,10 +31,15 @@ class Runner:
 
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
+        self.runs = 0
 
     def _kwargs(self) -> dict[str, Any]:
+        # A fresh private data dir per run: ansible-runner keeps extravars there between runs.
+        self.runs += 1
+        private = self.tmp / f"run-{self.runs}"
+        private.mkdir(parents=True)
         return {
-            "private_data_dir": str(self.tmp),
+            "private_data_dir": str(private),
             "project_dir": str(REPO),
             "inventory": str(lab.INVENTORY),
             "envvars": {"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"},

@@ -1,0 +1,141 @@
+"""The SGLang server stage on the lab: restarts on change, health gating, faults, and the API key."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from conftest import REPO, Runner, host_results, lab, run_log
+
+PLAYBOOK = REPO / "playbooks" / "sglang_server.yml"
+UNIT = "pareto-glm53-flash"
+SERVED = "zai-org/GLM-5.3-Flash"
+
+
+def node_exec(node: str, *cmd: str, check: bool = True) -> str:
+    return subprocess.run(
+        ["docker", "exec", f"{lab.PREFIX}-{node}", *cmd], check=check, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def container_id(node: str) -> str:
+    return node_exec(node, "docker", "inspect", "-f", "{{.Id}}", UNIT, check=False)
+
+
+def api_key() -> str:
+    return (lab.STATE_DIR / "api_key").read_text().strip()
+
+
+def gpu_nodes(state: dict[str, Any]) -> list[str]:
+    return [n["name"] for n in state["nodes"] if n["group"] == "gpu_nodes"]
+
+
+@pytest.fixture(scope="module")
+def serving(lab_state: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """Every GPU node serves (the server stage, as site.yml runs it)."""
+    run = Runner(tmp_path_factory.mktemp("serving")).playbook(PLAYBOOK)
+    assert run.status == "successful", run_log(run)
+    return gpu_nodes(lab_state)
+
+
+def health(runner: Runner, pattern: str, **args: Any) -> dict[str, dict[str, Any]]:
+    params = {"port": 18080, "api_key": api_key(), "served_model_name": SERVED, **args}
+    run = runner.module(pattern, "glm.fleet.sglang_health", json.dumps(params), cmdline="--become")
+    return host_results(run)
+
+
+def test_every_node_serves_through_both_apis(runner: Runner, serving: list[str]) -> None:
+    results = health(runner, "gpu_nodes", timeout=60)
+    assert set(results) == set(serving)
+    for node, res in results.items():
+        assert res["ready"], f"{node}: {res}"
+        assert res["checks"]["chat"]["detail"].startswith("generated: Hello from GLM-5.3-Flash")
+        assert res["checks"]["messages"]["ok"]
+
+
+FAULT_FILE = "/tmp/glm-standin-fault"  # noqa: S108 - the stand-in's switch, inside its container
+
+
+@pytest.fixture
+def hung_generation(serving: list[str]) -> Iterator[str]:
+    node = serving[0]
+    node_exec(node, "docker", "exec", UNIT, "sh", "-c", f"echo hang_generation > {FAULT_FILE}")
+    yield node
+    node_exec(node, "docker", "exec", UNIT, "rm", "-f", FAULT_FILE)
+
+
+def test_hung_generation_fails_health_although_health_endpoint_says_200(runner: Runner, hung_generation: str) -> None:
+    (res,) = health(runner, hung_generation, timeout=4, interval=1, request_timeout=2).values()
+    assert res["event"] == "runner_on_failed"
+    assert res["checks"]["health"] == {**res["checks"]["health"], "ok": True, "detail": "HTTP 200"}
+    assert res["failed_check"] == "health_generate"
+    assert "check health_generate failed: GET /health_generate: no answer in 2 s" in res["msg"]
+    assert res["attempts"] >= 2
+
+
+def test_argument_drift_fails_at_once(runner: Runner, serving: list[str]) -> None:
+    (res,) = health(runner, serving[0], timeout=60, expected={"tp_size": 8, "revision": "0" * 40}).values()
+    assert res["event"] == "runner_on_failed"
+    assert res["attempts"] == 1
+    assert "tp_size: server has 4, inventory expects 8" in res["drift"]
+    assert (
+        f"revision: server has 'eb9eb208eb0d988989d07a6a12d0fdeb5f52574a', inventory expects '{'0' * 40}'"
+        in res["drift"]
+    )
+
+
+def test_a_changed_variable_restarts_every_node_in_turn(runner: Runner, serving: list[str]) -> None:
+    before = {node: container_id(node) for node in serving}
+    run = runner.playbook(PLAYBOOK, extravars={"sglang_server_max_running_requests": 128})
+    try:
+        assert run.status == "successful", run_log(run)
+        for node in serving:
+            assert container_id(node) != before[node], f"{node} was not restarted"
+            args = json.loads(node_exec(node, "docker", "inspect", "-f", "{{json .Args}}", UNIT))
+            assert args[args.index("--max-running-requests") + 1] == "128"
+        # One canary, then the rest: the restarts ran in separate batches.
+        plays = [e["event_data"]["play"] for e in run.events if e.get("event") == "playbook_on_play_start"]
+        assert len(plays) == len(serving)
+    finally:
+        restore = runner.playbook(PLAYBOOK)
+        assert restore.status == "successful", run_log(restore)
+
+
+def test_a_canary_that_never_becomes_healthy_stops_the_rollout(runner: Runner, serving: list[str]) -> None:
+    canary, rest = serving[0], serving[1:]
+    before = {node: container_id(node) for node in serving}
+    unit_before = {node: node_exec(node, "cat", f"/etc/systemd/system/{UNIT}.service") for node in rest}
+    broken = {"GLM_STANDIN_LOAD_SECONDS": "1", "GLM_STANDIN_FAULT": "never_ready"}
+    run = runner.playbook(PLAYBOOK, extravars={"sglang_server_env": broken, "sglang_server_ready_timeout": 8})
+    try:
+        assert run.status == "failed", run_log(run)
+        assert set(run.stats["failures"]) == {canary}
+        assert container_id(canary) != before[canary]
+        for node in rest:
+            assert container_id(node) == before[node], f"{node} was restarted after the canary failed"
+            assert node_exec(node, "cat", f"/etc/systemd/system/{UNIT}.service") == unit_before[node]
+        untouched = health(runner, ",".join(rest), timeout=10) if rest else {}
+        assert all(res["ready"] for res in untouched.values()), untouched
+    finally:
+        restore = runner.playbook(PLAYBOOK)
+        assert restore.status == "successful", run_log(restore)
+
+
+def test_api_key_appears_nowhere(runner: Runner, serving: list[str]) -> None:
+    key = api_key()
+    node = serving[0]
+    run = runner.playbook(PLAYBOOK, extravars={"sglang_server_max_running_requests": 200}, verbosity=3)
+    try:
+        assert run.status == "successful", run_log(run)
+        assert key not in run_log(run), "the API key appeared in -vvv output"
+        assert key not in node_exec(node, "ps", "-eo", "args")
+        assert key not in node_exec(node, "cat", f"/etc/systemd/system/{UNIT}.service")
+        assert key not in node_exec(node, "journalctl", "--no-pager", "-u", UNIT)
+        assert key not in node_exec(node, "docker", "inspect", UNIT)
+        assert node_exec(node, "stat", "-c", "%a %U", f"/etc/glm-fleet/sglang/{UNIT}.yaml") == "600 root"
+    finally:
+        restore = runner.playbook(PLAYBOOK)
+        assert restore.status == "successful", run_log(restore)
