@@ -19,7 +19,7 @@ DOCKER_PACKAGE := $(if $(shell command -v dockerd),,docker.io)
 SANITY_ROOT := build/sanity/ansible_collections/glm/fleet
 MOLECULE_SCENARIOS := $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
 
-.PHONY: help deps venv engine lab lab-up lab-down lab-status site test check lint sanity unit molecule integration build clean
+.PHONY: help deps venv engine lab lab-up lab-down lab-status site test check lint sanity unit molecule integration build clean bench
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -90,3 +90,8 @@ build: venv ## the collection tarball
 
 clean: lab-down
 	rm -rf build .ansible tests/output
+
+bench: venv ## benchmark figures on the running lab (ready-detection lag)
+	test -f .lab/state.json || $(MAKE) lab-up
+	ansible-playbook playbooks/sglang_server.yml -i inventories/lab
+	$(BIN)/python bench/ready_lag.py --rounds 5

@@ -100,38 +100,45 @@ def drift(info: Any, expected: dict) -> list[str]:
 
 
 class Http:
-    """The transport: plain urllib against one server, with a bearer token when given."""
+    """The transport against one server, with a bearer token when given.
 
-    def __init__(self, host: str, port: int, api_key: str | None, timeout: float) -> None:
+    Generation requests may take `timeout` seconds; everything else gets at most `probe_timeout`,
+    so that a request swallowed while the server restarts (docker's proxy accepts the connection
+    of a container that is going away) costs seconds, not the generation budget.
+    """
+
+    def __init__(self, host: str, port: int, api_key: str | None, timeout: float, probe_timeout: float = 5) -> None:
         self.base = f"http://{host}:{port}" if ":" not in host else f"http://[{host}]:{port}"
         self.host, self.port, self.api_key, self.timeout = host, port, api_key, timeout
+        self.probe_timeout = min(probe_timeout, timeout)
 
     def connect(self) -> None:
         try:
-            with socket.create_connection((self.host, self.port), timeout=self.timeout):
+            with socket.create_connection((self.host, self.port), timeout=self.probe_timeout):
                 pass
         except OSError as err:
             raise CheckFailed(f"connect {self.host}:{self.port}: {err.strerror or err}") from err
 
-    def _request(self, method: str, path: str, body: Any = None) -> Any:
+    def _request(self, method: str, path: str, body: Any = None, timeout: float | None = None) -> Any:
+        timeout = self.timeout if timeout is None else timeout
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         data = json.dumps(body).encode() if body is not None else None
         try:
             return open_url(
-                self.base + path, data=data, headers=headers, method=method, timeout=self.timeout, use_proxy=False
+                self.base + path, data=data, headers=headers, method=method, timeout=timeout, use_proxy=False
             )
         except urllib.error.HTTPError as err:
             raise CheckFailed(f"{method} {path}: HTTP {err.code}") from err
         except (urllib.error.URLError, OSError) as err:
             reason = getattr(err, "reason", err)
             if isinstance(reason, socket.timeout) or "timed out" in str(reason):
-                raise CheckFailed(f"{method} {path}: no answer in {self.timeout:g} s") from err
+                raise CheckFailed(f"{method} {path}: no answer in {timeout:g} s") from err
             raise CheckFailed(f"{method} {path}: {reason}") from err
 
-    def get(self, path: str) -> tuple[int, bytes]:
-        with self._request("GET", path) as resp:
+    def get(self, path: str, generates: bool = False) -> tuple[int, bytes]:
+        with self._request("GET", path, timeout=None if generates else self.probe_timeout) as resp:
             return resp.status, resp.read()
 
     def post_json(self, path: str, body: Any) -> Any:
@@ -162,7 +169,7 @@ def run_checks(http: Any, served: str, expected: dict, clock: Callable[[], float
         return f"HTTP {http.get('/health')[0]}"
 
     def health_generate() -> str:
-        return f"HTTP {http.get('/health_generate')[0]}"
+        return f"HTTP {http.get('/health_generate', generates=True)[0]}"
 
     def models() -> str:
         return models_detail(json.loads(http.get("/v1/models")[1]), served)

@@ -51,7 +51,8 @@ class FakeServer:
     def connect(self) -> None:
         self._maybe_fail("tcp")
 
-    def get(self, path: str) -> tuple[int, bytes]:
+    def get(self, path: str, generates: bool = False) -> tuple[int, bytes]:
+        assert generates == (path == "/health_generate")
         self._maybe_fail(path)
         if path == "/v1/models":
             return 200, json.dumps({"object": "list", "data": [{"id": SERVED}]}).encode()
