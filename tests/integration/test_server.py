@@ -68,7 +68,7 @@ def hung_generation(serving: list[str]) -> Iterator[str]:
 
 
 def test_hung_generation_fails_health_although_health_endpoint_says_200(runner: Runner, hung_generation: str) -> None:
-    (res,) = health(runner, hung_generation, timeout=4, interval=1, request_timeout=2).values()
+    res = health(runner, hung_generation, timeout=4, interval=1, request_timeout=2)[hung_generation]
     assert res["event"] == "runner_on_failed"
     assert res["checks"]["health"] == {**res["checks"]["health"], "ok": True, "detail": "HTTP 200"}
     assert res["failed_check"] == "health_generate"
@@ -77,7 +77,7 @@ def test_hung_generation_fails_health_although_health_endpoint_says_200(runner: 
 
 
 def test_argument_drift_fails_at_once(runner: Runner, serving: list[str]) -> None:
-    (res,) = health(runner, serving[0], timeout=60, expected={"tp_size": 8, "revision": "0" * 40}).values()
+    res = health(runner, serving[0], timeout=60, expected={"tp_size": 8, "revision": "0" * 40})[serving[0]]
     assert res["event"] == "runner_on_failed"
     assert res["attempts"] == 1
     assert "tp_size: server has 4, inventory expects 8" in res["drift"]
