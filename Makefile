@@ -79,8 +79,11 @@ molecule: engine ## every molecule scenario (systemd containers from the lab ima
 	$(BIN)/python tests/lab/lab.py services
 	for s in $(MOLECULE_SCENARIOS); do molecule test -s $$s; done
 
+# In fleet order: the lab itself, refusals on fresh nodes, site.yml from scratch, then what runs on it.
+INTEGRATION_TESTS := test_lab test_refusals test_site test_server test_claude_code
+
 integration: lab-up ## the lab-level tests, driven by ansible-runner
-	pytest tests/integration
+	pytest $(foreach t,$(INTEGRATION_TESTS),tests/integration/$(t).py)
 
 test: deps venv check molecule integration ## every check (CI runs this)
 	$(BIN)/python tests/lab/lab.py down

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import REPO, Runner, run_log
+from conftest import REPO, Runner, lab, run_log
 
 PLAYBOOK = REPO / "tests" / "integration" / "playbooks" / "apply_role.yml"
 TARGET = "gpu-2"
@@ -24,27 +24,29 @@ PRETTY_NAME="Rocky Linux 9.4 (Blue Onyx)"
 """
 
 
-def node_state() -> str:
-    """What the roles would change first: the apt sources, the installed packages, daemon.json."""
+def node_state(container: str = CONTAINER) -> str:
+    """What the roles would change first: apt sources, packages, daemon.json, the developer's home."""
     script = (
         "ls /etc/apt/sources.list.d; dpkg-query -W -f='${Package} ${Version}\\n'; "
-        "cat /etc/docker/daemon.json 2>&1 || true"
+        "cat /etc/docker/daemon.json 2>&1 || true; find /home/dev -path /home/dev/.ansible -prune -o -print"
     )
     return subprocess.run(
-        ["docker", "exec", CONTAINER, "sh", "-c", script], check=True, capture_output=True, text=True
+        ["docker", "exec", container, "sh", "-c", script], check=True, capture_output=True, text=True
     ).stdout
 
 
-def refusal(runner: Runner, role: str, extravars: dict[str, Any]) -> str:
-    before = node_state()
-    run = runner.playbook(PLAYBOOK, extravars={"target": TARGET, "role": role, **extravars})
+def refusal(runner: Runner, role: str, extravars: dict[str, Any], target: str = TARGET) -> str:
+    container = f"glm-lab-{target}"
+    before = node_state(container)
+    become = role != "glm.fleet.claude_code"  # the laptop role runs as the developer
+    run = runner.playbook(PLAYBOOK, extravars={"target": target, "role": role, "become_role": become, **extravars})
     assert run.status == "failed", run_log(run)
-    assert run.stats["changed"].get(TARGET, 0) == 0, run.stats
-    assert node_state() == before, "the host changed before the refusal"
+    assert run.stats["changed"].get(target, 0) == 0, run.stats
+    assert node_state(container) == before, "the host changed before the refusal"
     failures = [
         e["event_data"]["res"].get("msg", "")
         for e in run.events
-        if e.get("event") == "runner_on_failed" and e["event_data"].get("host") == TARGET
+        if e.get("event") == "runner_on_failed" and e["event_data"].get("host") == target
     ]
     assert len(failures) == 1, run_log(run)
     return failures[0]
@@ -122,3 +124,25 @@ def test_toolkit_refuses_a_rhel_family_system(runner: Runner) -> None:
     message = refusal(runner, "glm.fleet.nvidia_container_toolkit", {})
     assert "runs Rocky 9.4 (ansible_facts['distribution'], os_family RedHat)" in message
     assert "RHEL-family systems are refused until they are supported" in message
+
+
+@pytest.mark.parametrize(
+    ("extravars", "expected"),
+    [
+        (
+            {"claude_code_allow_insecure_http": False},
+            "claude_code_fleet_base_url=http://172.30.253.11:18080 must be an https URL",
+        ),
+        ({"claude_code_fleet_auth_token": ""}, "claude_code_fleet_auth_token must not be empty (empty)"),
+        ({"claude_code_profiles": ["fleet", "openrouter"]}, 'unknown: ["openrouter"]'),
+        (
+            {"claude_code_default_profile": "lyceum", "claude_code_profiles": ["fleet"]},
+            "claude_code_default_profile=lyceum",
+        ),
+    ],
+    ids=["insecure-http", "empty-token", "unknown-backend", "default-not-enabled"],
+)
+def test_claude_code_refuses_bad_input(runner: Runner, extravars: dict[str, Any], expected: str) -> None:
+    message = refusal(runner, "glm.fleet.claude_code", extravars, target="laptop-1")
+    assert expected in message, message
+    assert (lab.STATE_DIR / "api_key").read_text().strip() not in message  # the token is never printed

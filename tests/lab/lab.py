@@ -396,10 +396,11 @@ def start_node(node: Node, image: str, pubkey: str) -> None:
         )  # fmt: skip
 
 
-def prepare_gpu_nodes() -> None:
-    """What a GPU node has before site.yml runs: its driver's tools (nvidia-smi, on HGX the fabric
-    manager), and, until the weights stage exists, a small model snapshot at the pinned revision."""
-    for name in ("driver_standins.yml", "seed_weights.yml"):
+def prepare_nodes() -> None:
+    """What the hosts have before site.yml runs: on GPU nodes the driver's tools (nvidia-smi, on HGX
+    the fabric manager) and, until the weights stage exists, a small model snapshot at the pinned
+    revision; on laptops Node.js with npm and the site's CAs."""
+    for name in ("driver_standins.yml", "seed_weights.yml", "laptop_tools.yml"):
         playbook = HERE / "playbooks" / name
         proc = run(["ansible-playbook", "-i", str(INVENTORY.parent), str(playbook)], check=False, cwd=REPO)
         if proc.returncode != 0:
@@ -508,7 +509,7 @@ def up(gpu_nodes: int) -> dict[str, object]:
     known_hosts = STATE_DIR / "known_hosts"
     known_hosts.write_text("\n".join(" ".join(line.split()[:3]) for line in known) + "\n")
     write_inventory(nodes, key, known_hosts)
-    prepare_gpu_nodes()
+    prepare_nodes()
     state = {
         "image": image,
         "network": NETWORK,

@@ -44,7 +44,7 @@ def test_unit_renders_the_recipes_launch_line(host) -> None:  # noqa: ANN001
         """--gpus '"device=0,1,2,3"'""",
         "--ipc=host",
         "--shm-size=64g",
-        "-p 127.0.0.1:18080:18080",
+        "-p 0.0.0.0:18080:18080",  # the lab opens it (with its API key); the default is loopback
         "-v /var/lib/glm-fleet/huggingface:/root/.cache/huggingface",
         "-v /var/lib/glm-fleet/deep_gemm:/root/.deep_gemm",
         "-e HF_HUB_OFFLINE=1",
@@ -89,7 +89,8 @@ def test_container_runs_with_the_expected_arguments(host) -> None:  # noqa: ANN0
     assert "HF_HUB_OFFLINE=1" in inspect["Config"]["Env"]
     assert inspect["HostConfig"]["IpcMode"] == "host"
     assert inspect["HostConfig"]["RestartPolicy"]["Name"] in ("", "no")
-    assert inspect["HostConfig"]["PortBindings"]["18080/tcp"] == [{"HostIp": "127.0.0.1", "HostPort": "18080"}]
+    published = [{"HostIp": "0.0.0.0", "HostPort": "18080"}]  # noqa: S104 - the lab opens it, with its key
+    assert inspect["HostConfig"]["PortBindings"]["18080/tcp"] == published
     assert inspect["HostConfig"]["DeviceRequests"][0]["DeviceIDs"] == ["0", "1", "2", "3"]
 
 

@@ -1,0 +1,111 @@
+"""The sglang_server unit, rendered from the role's defaults, runs the deployment recipe's line."""
+
+from __future__ import annotations
+
+import shlex
+
+import jinja2
+import pytest
+import yaml
+from ansible.plugins.filter.core import FilterModule as CoreFilters
+from conftest import REPO
+
+ROLE = REPO / "roles" / "sglang_server"
+
+# The recipe's command, as published (image by digest; -d replaced by systemd's foreground run).
+RECIPE = """
+docker run -d --name pareto-glm53-flash --gpus '"device=0,1,2,3"' --ipc=host --shm-size=64g
+  -p 127.0.0.1:18080:18080 -v ~/.cache/huggingface:/root/.cache/huggingface --entrypoint python3
+  lmsysorg/sglang:glm-5.3-flash@sha256:aa9210e3507fef64ded0c78afc571d9412b53417c6e271721a095fbde754ad40
+  -m sglang.launch_server --model-path zai-org/GLM-5.3-Flash
+  --revision eb9eb208eb0d988989d07a6a12d0fdeb5f52574a --served-model-name zai-org/GLM-5.3-Flash
+  --host 0.0.0.0 --port 18080 --tp-size 4 --ep-size 4 --context-length 16384
+  --max-running-requests 256 --dsa-prefill-backend trtllm --dsa-decode-backend trtllm
+  --kv-cache-dtype fp8_e4m3 --moe-runner-backend deep_gemm --reasoning-parser glm45
+  --tool-call-parser glm47
+"""
+
+
+def render(**overrides: object) -> str:
+    env = jinja2.Environment(  # noqa: S701 - renders a systemd unit, not HTML
+        undefined=jinja2.StrictUndefined, keep_trailing_newline=True, trim_blocks=True
+    )
+    env.filters.update(CoreFilters().filters())
+    vars_ = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    vars_.update(overrides)
+    private = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
+    for key, value in private.items():  # private vars are templates over the public ones
+        vars_[key] = env.from_string(value).render(**vars_).strip() if isinstance(value, str) else value
+    vars_["ansible_managed"] = "Ansible managed"
+    return env.from_string((ROLE / "templates" / "sglang.service.j2").read_text()).render(**vars_)
+
+
+def exec_start(unit: str) -> list[str]:
+    lines = unit.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("ExecStart="))
+    command = []
+    for line in lines[start:]:
+        command.append(line.rstrip("\\").strip())
+        if not line.endswith("\\"):
+            break
+    return shlex.split(" ".join(command).removeprefix("ExecStart="))
+
+
+def test_default_unit_runs_the_recipe_line() -> None:
+    argv = exec_start(render())
+    recipe = shlex.split(RECIPE)
+    # systemd runs docker in the foreground and removes the container on exit, instead of -d.
+    assert argv[:3] == ["/usr/bin/docker", "run", "--rm"]
+    assert recipe[:3] == ["docker", "run", "-d"]
+    ours, theirs = argv[3:], recipe[3:]
+    # The recipe mounts the invoking user's ~/.cache/huggingface; the unit mounts the fleet's cache.
+    theirs[theirs.index("-v") + 1] = "/var/lib/glm-fleet/huggingface:/root/.cache/huggingface"
+    # What the unit adds: the persistent DeepGEMM cache, and no downloads at start.
+    added = ["-v", "/var/lib/glm-fleet/deep_gemm:/root/.deep_gemm", "-e", "HF_HUB_OFFLINE=1"]
+    position = ours.index("--entrypoint")
+    assert ours[position - len(added) : position] == added
+    del ours[position - len(added) : position]
+    assert ours == theirs
+
+
+def test_gpu_flag_keeps_the_recipes_quoting() -> None:
+    assert """--gpus '"device=0,1,2,3"'""" in render()
+    assert """--gpus '"device=4,5,6,7"'""" in render(sglang_server_gpus=[4, 5, 6, 7])
+
+
+def test_api_key_goes_to_a_mounted_config_file_not_the_command_line() -> None:
+    argv = exec_start(render(sglang_server_api_key="sk-secret-value"))
+    assert "sk-secret-value" not in " ".join(argv)
+    assert "/etc/glm-fleet/sglang/pareto-glm53-flash.yaml:/etc/sglang/config.yaml:ro" in argv
+    assert argv[argv.index("--config") + 1] == "/etc/sglang/config.yaml"
+
+
+@pytest.mark.parametrize(
+    ("bind", "published"),
+    [("0.0.0.0", "0.0.0.0:18080:18080"), ("::1", "[::1]:18080:18080")],  # noqa: S104 - rendering, not binding
+)
+def test_bind_address_is_published(bind: str, published: str) -> None:
+    argv = exec_start(render(sglang_server_bind_address=bind))
+    assert argv[argv.index("-p") + 1] == published
+
+
+def test_extras_env_and_metrics_are_rendered() -> None:
+    argv = exec_start(
+        render(
+            sglang_server_extra_args=["--mem-fraction-static", "0.9"],
+            sglang_server_env={"NCCL_DEBUG": "WARN"},
+            sglang_server_enable_metrics=True,
+        )
+    )
+    assert "NCCL_DEBUG=WARN" in argv
+    assert argv[argv.index("--mem-fraction-static") + 1] == "0.9"
+    assert "--enable-metrics" in argv
+    assert argv[-2:] == ["--tool-call-parser", "glm47"]
+
+
+def test_unit_restarts_on_failure_with_a_start_limit() -> None:
+    unit = render()
+    assert "Restart=on-failure" in unit
+    assert "StartLimitBurst=5" in unit
+    assert "ExecStartPre=-/usr/bin/docker rm --force pareto-glm53-flash" in unit
+    assert "ExecStop=/usr/bin/docker stop --time 60 pareto-glm53-flash" in unit
