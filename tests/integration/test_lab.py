@@ -24,7 +24,8 @@ def test_every_node_answers_over_ssh(runner: Runner, lab_state: dict[str, Any]) 
         facts = res["ansible_facts"]
         # Really over SSH: sshd sets SSH_CONNECTION in the session Ansible runs in.
         assert facts["ansible_env"].get("SSH_CONNECTION"), f"{host}: no SSH session"
-        assert facts["ansible_env"]["USER"] == "fleet"
+        # GPU nodes as the admin account, laptops as their developer (inventories/lab/group_vars).
+        assert facts["ansible_env"]["USER"] == ("dev" if host.startswith("laptop") else "fleet")
 
 
 def test_systemd_runs_as_pid1_on_every_node(runner: Runner, lab_state: dict[str, Any]) -> None:

@@ -256,18 +256,36 @@ def stop_pid(pidfile: Path) -> None:
     pidfile.unlink(missing_ok=True)
 
 
-def start_daemon(name: str, argv: list[str], pidfile: Path, logfile: Path) -> None:
+def port_taken(host: str, port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(1)
+        return sock.connect_ex((host, port)) == 0
+
+
+def start_daemon(
+    name: str, argv: list[str], pidfile: Path, logfile: Path, address: tuple[str, int]
+) -> subprocess.Popen[bytes]:
     stop_pid(pidfile)
+    if port_taken(*address):
+        raise LabError(
+            f"{address[0]}:{address[1]} is taken by a process this lab did not start "
+            "(the lab of another checkout? run `make lab-down` there)"
+        )
     pidfile.parent.mkdir(parents=True, exist_ok=True)
     logf = logfile.open("ab")
     proc = subprocess.Popen(argv, stdout=logf, stderr=logf, start_new_session=True)
     pidfile.write_text(str(proc.pid))
     log(f"started {name} (pid {proc.pid})")
+    return proc
 
 
-def wait_http(url: str, what: str, logfile: Path, timeout: float = 30) -> None:
+def wait_http(url: str, what: str, logfile: Path, proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
+    """Wait until `proc` serves url; a process that exits (a port taken by another) is an error."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            last = logfile.read_text(errors="replace").strip().splitlines()[-1:] or ["(no output)"]
+            raise LabError(f"{what} exited with {proc.returncode}: {last[0]}")
         try:
             with urllib.request.urlopen(url, timeout=2) as resp:  # noqa: S310 - a fixed http:// URL
                 if resp.status == 200:
@@ -293,8 +311,9 @@ def start_registry(gateway: str) -> str:
         "  delete:\n    enabled: true\n"
         f"http:\n  addr: {address}\n"
     )
-    start_daemon("registry", [binary, "serve", str(paths["config"])], paths["pid"], paths["log"])
-    wait_http(f"http://{address}/v2/", "the registry", paths["log"])
+    argv = [binary, "serve", str(paths["config"])]
+    proc = start_daemon("registry", argv, paths["pid"], paths["log"], (gateway, REGISTRY_PORT))
+    wait_http(f"http://{address}/v2/", "the registry", paths["log"], proc)
     return address
 
 
@@ -303,9 +322,9 @@ def start_www(gateway: str) -> str:
     aptrepo.build(WWW / "nvidia", STATE_DIR / "gnupg")
     pidfile, logfile = STATE_DIR / "www.pid", STATE_DIR / "www.log"
     argv = [sys.executable, "-m", "http.server", str(HTTP_PORT), "--bind", gateway, "--directory", str(WWW)]
-    start_daemon("http server", argv, pidfile, logfile)
+    proc = start_daemon("http server", argv, pidfile, logfile, (gateway, HTTP_PORT))
     url = f"http://{gateway}:{HTTP_PORT}"
-    wait_http(f"{url}/nvidia/gpgkey", "the lab http server", logfile)
+    wait_http(f"{url}/nvidia/gpgkey", "the lab http server", logfile, proc)
     return url
 
 
