@@ -55,3 +55,33 @@ def test_the_developers_default_claude_stays_logged_out_of_the_fleet(onboarded: 
     assert in_node(onboarded["laptop"], "test", "-e", "/home/dev/.claude", check=False).returncode == 1
     profile = in_node(onboarded["laptop"], "ls", "-A", "/home/dev/.config/glm-fleet/claude/fleet").stdout.split()
     assert "settings.json" in profile
+
+
+def test_state_absent_removes_what_the_role_wrote_and_nothing_else(
+    onboarded: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    laptop = onboarded["laptop"]
+    in_node(laptop, "su", "-", "dev", "-c", "mkdir -p ~/.claude && echo '{}' > ~/.claude/settings.json")
+    playbook = REPO / "playbooks" / "developer_laptops.yml"
+    runner = Runner(tmp_path_factory.mktemp("absent"))
+    removed = runner.playbook(playbook, extravars={"claude_code_state": "absent"})
+    try:
+        assert removed.status == "successful", run_log(removed)
+        home = "/home/dev"
+        for path in (
+            ".local/bin/claude-glm",
+            ".local/bin/claude-glm-fleet",
+            ".local/bin/claude-glm-lyceum",
+            ".config/glm-fleet/claude/fleet.env",
+            ".config/glm-fleet/claude/lyceum/settings.json",
+        ):
+            assert in_node(laptop, "test", "-e", f"{home}/{path}", check=False).returncode == 1, path
+        # Claude Code's own state in the fleet profile stays, and so do the CLI and ~/.claude.
+        assert in_node(laptop, "test", "-d", f"{home}/.config/glm-fleet/claude/fleet", check=False).returncode == 0
+        assert in_node(laptop, "test", "-e", f"{home}/.config/glm-fleet/claude/lyceum", check=False).returncode == 1
+        assert in_node(laptop, "cat", f"{home}/.claude/settings.json").stdout.strip() == "{}"
+        assert in_node(laptop, "test", "-x", f"{home}/.local/bin/claude", check=False).returncode == 0
+    finally:
+        in_node(laptop, "rm", "-rf", "/home/dev/.claude")
+        again = runner.playbook(playbook)
+        assert again.status == "successful", run_log(again)
