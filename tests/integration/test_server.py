@@ -42,7 +42,8 @@ def serving(lab_state: dict[str, Any], tmp_path_factory: pytest.TempPathFactory)
 
 
 def health(runner: Runner, pattern: str, **args: Any) -> dict[str, dict[str, Any]]:
-    params = {"port": 18080, "api_key": api_key(), "served_model_name": SERVED, **args}
+    # The key comes from the inventory (group_vars/all/services.yml): argv carries only the template.
+    params = {"port": 18080, "api_key": "{{ glm_lab_api_key }}", "served_model_name": SERVED, **args}
     run = runner.module(pattern, "glm.fleet.sglang_health", json.dumps(params), cmdline="--become")
     return host_results(run)
 

@@ -23,7 +23,7 @@ def lab_image() -> str:
 def health(host, timeout: float = 60) -> dict:  # noqa: ANN001 - testinfra host
     args = {
         "port": 18080,
-        "api_key": api_key(),
+        "api_key": "{{ glm_lab_api_key }}",  # from the linked lab group_vars: no key in argv
         "served_model_name": SERVED,
         "expected": {"tp_size": 4, "ep_size": 4, "revision": REVISION, "model_path": SERVED, "context_length": 16384},
         "timeout": timeout,
