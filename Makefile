@@ -77,7 +77,7 @@ unit: venv
 molecule: engine ## every molecule scenario (systemd containers from the lab image)
 	$(BIN)/python tests/lab/lab.py image
 	$(BIN)/python tests/lab/lab.py services
-	for s in $(MOLECULE_SCENARIOS); do molecule test -s $$s; done
+	for s in $(MOLECULE_SCENARIOS); do molecule test -s $$s || exit 1; done
 
 # In fleet order: the lab itself, refusals on fresh nodes, site.yml from scratch, then what runs on it.
 INTEGRATION_TESTS := test_lab test_refusals test_site test_server test_claude_code

@@ -14,7 +14,12 @@ Services on the lab network's gateway (172.30.253.1), started by `services` and 
 - :5000, Debian's docker-registry, the site's Docker Hub mirror: nodes whose daemon.json lists it
   under registry-mirrors pull `lmsysorg/...@sha256:...` through it;
 - :8080, a static HTTP server for the stand-ins of unreachable upstreams: /nvidia/ is a signed apt
-  repository in the shape of NVIDIA's libnvidia-container repository (tests/lab/aptrepo.py).
+  repository in the shape of NVIDIA's libnvidia-container repository (tests/lab/aptrepo.py), and
+  /wheels/ the download client's wheels (from PyPI, which the nodes cannot reach);
+- :8090, the Hugging Face Hub stand-in (tests/lab/hub_standin.py) with the gated model repository,
+  a per-lab token, byte counters and fault injection.
+
+Nodes: gpu-N (172.30.253.10+N), the site cache cache-1 (172.30.253.50) and laptop-1 (.100).
 
 GPU nodes also get the lab's stand-in NVIDIA driver tools: an `nvidia-smi` that reports a 4x B200
 half HGX system and a fabric manager unit, so preflight sees the machine of the deployment recipe.
@@ -60,6 +65,10 @@ GATEWAY = "172.30.253.1"
 DYNAMIC_RANGE = "172.30.253.128/25"  # molecule's containers; lab nodes take fixed addresses below it
 REGISTRY_PORT = 5000
 HTTP_PORT = 8080
+HUB_PORT = 8090
+SITE_CACHE_ADDRESS = "172.30.253.50"
+# The download client the model_weights role installs on nodes (model_weights defaults pin the same).
+WHEELS = ["huggingface_hub==2.4.0", "hf_xet==1.8.0"]
 WWW = STATE_DIR / "www"
 MAX_GPU_NODES = 8
 SMOKE_REPO = "glm-fleet-lab/smoke"
@@ -328,6 +337,36 @@ def start_www(gateway: str) -> str:
     return url
 
 
+def start_hub(gateway: str) -> str:
+    """The Hugging Face Hub stand-in (tests/lab/hub_standin.py) with a per-lab token."""
+    token_file = STATE_DIR / "hf_token"
+    if not token_file.exists():
+        token_file.touch(mode=0o600)
+        token_file.write_text("hf_lab_" + secrets.token_hex(16))
+    pidfile, logfile = STATE_DIR / "hub.pid", STATE_DIR / "hub.log"
+    shard_mib = os.environ.get("GLM_LAB_HUB_SHARD_MIB", "4")
+    argv = [
+        sys.executable, str(HERE / "hub_standin.py"), "--bind", gateway, "--port", str(HUB_PORT),
+        "--token-file", str(token_file), "--shard-mib", shard_mib,
+    ]  # fmt: skip
+    proc = start_daemon("hub stand-in", argv, pidfile, logfile, (gateway, HUB_PORT))
+    url = f"http://{gateway}:{HUB_PORT}"
+    wait_http(f"{url}/_lab/stats", "the hub stand-in", logfile, proc)
+    return url
+
+
+def fetch_wheels() -> None:
+    """Wheels of the download client, served to the nodes as a find-links index (PyPI through this
+    machine's pip configuration; the nodes themselves reach no package index but Debian's)."""
+    wheels = WWW / "wheels"
+    marker = wheels / ".requirements"
+    if marker.exists() and marker.read_text() == "\n".join(WHEELS):
+        return
+    wheels.mkdir(parents=True, exist_ok=True)
+    run([sys.executable, "-m", "pip", "download", "--quiet", "--only-binary", ":all:", "-d", str(wheels), *WHEELS])
+    marker.write_text("\n".join(WHEELS))
+
+
 def smoke_image() -> oci.Image:
     """A one-binary image (static busybox) that proves a node ran what it pulled by digest."""
     busybox = Path("/bin/busybox")
@@ -394,6 +433,7 @@ def plan(gpu_nodes: int) -> list[Node]:
     nodes = [
         Node(f"gpu-{i}", "gpu_nodes", f"{PREFIX}-gpu-{i}", f"172.30.253.{10 + i}") for i in range(1, gpu_nodes + 1)
     ]
+    nodes.append(Node("cache-1", "site_cache", f"{PREFIX}-cache-1", SITE_CACHE_ADDRESS))
     nodes.append(Node("laptop-1", "developer_laptops", f"{PREFIX}-laptop-1", "172.30.253.100"))
     return nodes
 
@@ -417,9 +457,8 @@ def start_node(node: Node, image: str, pubkey: str) -> None:
 
 def prepare_nodes() -> None:
     """What the hosts have before site.yml runs: on GPU nodes the driver's tools (nvidia-smi, on HGX
-    the fabric manager) and, until the weights stage exists, a small model snapshot at the pinned
-    revision; on laptops Node.js with npm and the site's CAs."""
-    for name in ("driver_standins.yml", "seed_weights.yml", "laptop_tools.yml"):
+    the fabric manager); on laptops Node.js with npm and the site's CAs."""
+    for name in ("driver_standins.yml", "laptop_tools.yml"):
         playbook = HERE / "playbooks" / name
         proc = run(["ansible-playbook", "-i", str(INVENTORY.parent), str(playbook)], check=False, cwd=REPO)
         if proc.returncode != 0:
@@ -485,9 +524,12 @@ def services() -> dict[str, str]:
     smoke_digest = oci.push(registry, SMOKE_REPO, "latest", oci.assemble(smoke_image()))
     sglang_digest = oci.push(registry, SGLANG_REPO, SGLANG_TAG, oci.assemble(sglang_standin_image(base)))
     www = start_www(gateway)
+    fetch_wheels()
+    hub = start_hub(gateway)
     endpoints = {
         "registry": registry,
         "www": www,
+        "hub": hub,
         "smoke_image": f"{SMOKE_REPO}@{smoke_digest}",
         "sglang_image": f"{SGLANG_REPO}:{SGLANG_TAG}@{sglang_digest}",
     }
@@ -508,6 +550,7 @@ def write_services_vars(endpoints: dict[str, str]) -> None:
         f'glm_lab_smoke_image: "{endpoints["smoke_image"]}"\n'
         f'glm_lab_sglang_image: "{endpoints["sglang_image"]}"\n'
         f'glm_lab_api_key: "{key_file.read_text().strip()}"\n'
+        f'glm_lab_hf_token: "{(STATE_DIR / "hf_token").read_text().strip()}"\n'
     )
 
 
@@ -550,6 +593,7 @@ def down() -> None:
     paths = registry_paths()
     stop_pid(paths["pid"])
     stop_pid(STATE_DIR / "www.pid")
+    stop_pid(STATE_DIR / "hub.pid")
     shutil.rmtree(paths["base"], ignore_errors=True)
     shutil.rmtree(WWW, ignore_errors=True)
     INVENTORY.unlink(missing_ok=True)

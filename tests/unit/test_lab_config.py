@@ -20,14 +20,16 @@ def test_image_tag_follows_the_recipe(monkeypatch: pytest.MonkeyPatch, tmp_path:
     assert first.startswith("glm-fleet-lab/debian12:")
 
 
-def test_plan_has_the_gpu_nodes_asked_for_and_one_laptop() -> None:
+def test_plan_has_the_gpu_nodes_asked_for_a_site_cache_and_one_laptop() -> None:
     nodes = lab.plan(3)
     assert [(n.name, n.group) for n in nodes] == [
         ("gpu-1", "gpu_nodes"),
         ("gpu-2", "gpu_nodes"),
         ("gpu-3", "gpu_nodes"),
+        ("cache-1", "site_cache"),
         ("laptop-1", "developer_laptops"),
     ]
+    assert len({n.address for n in nodes}) == len(nodes)
 
 
 @pytest.mark.parametrize("count", [0, 9, -1])

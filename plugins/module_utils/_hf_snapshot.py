@@ -1,0 +1,468 @@
+# Copyright: glm.fleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Fetching and verifying a Hugging Face snapshot in the standard cache layout.
+
+The layout is huggingface_hub's: CACHE/models--ORG--NAME/{blobs/ETAG, snapshots/REV/PATH -> ../../blobs/ETAG}.
+ETAG is the file's sha256 for LFS files and its git blob id for the others, as the Hub sends it.
+
+Two sources:
+- ``hub``: huggingface_hub (the real client, in its own virtualenv) lists the revision's files and
+  downloads each one; a child process per file, watched for stalls.
+- ``mirror``: a plain HTTP server that serves a verified snapshot (the site cache) as
+  BASE/REPO/REV/PATH with a manifest at BASE/REPO/REV.manifest.json; fetched with Range requests.
+
+Either way, every file is verified after the download: sha256 for LFS files (the Hub's LFS oid,
+X-Linked-Etag), the git blob id for the others.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ansible.module_utils.urls import open_url
+
+REVISION_RE = re.compile(r"[0-9a-f]{40}")
+REPO_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
+CHUNK = 1024 * 1024
+MANIFEST_SUFFIX = ".manifest.json"
+
+
+class SnapshotError(Exception):
+    """A failure with a message for the operator."""
+
+
+class HubRefused(SnapshotError):
+    """The Hub answered, and said no (gated, unknown revision, bad token): retrying will not help."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One file of the revision, as the Hub describes it."""
+
+    path: str
+    size: int
+    git_oid: str
+    sha256: str | None = None  # LFS files only
+
+    @property
+    def etag(self) -> str:
+        return self.sha256 or self.git_oid
+
+    @property
+    def lfs(self) -> bool:
+        return self.sha256 is not None
+
+
+@dataclass
+class FetchReport:
+    path: str
+    bytes: int
+    seconds: float
+    attempts: int = 0
+    stalls: int = 0
+    corrupt: int = 0
+    xet_disabled: bool = False
+    errors: list[str] = field(default_factory=list)
+
+
+# --- validation ----------------------------------------------------------------------------------
+
+
+def check_revision(revision: str) -> str | None:
+    if not REVISION_RE.fullmatch(revision or ""):
+        return (
+            "revision must be a full 40-hex commit id (branch names, tags and short SHAs are refused); "
+            f"got: {revision!r}"
+        )
+    return None
+
+
+def check_repo_id(repo_id: str) -> str | None:
+    if not REPO_ID_RE.fullmatch(repo_id or ""):
+        return f"repo_id must look like ORG/NAME; got: {repo_id!r}"
+    return None
+
+
+def check_entry_path(path: str) -> None:
+    parts = Path(path).parts
+    if path.startswith("/") or ".." in parts or not parts:
+        raise SnapshotError(f"refusing a file path outside the snapshot: {path!r}")
+
+
+# --- manifest ------------------------------------------------------------------------------------
+
+
+def entries_from_tree(tree: Iterable[dict]) -> list[Entry]:
+    """Entries from the Hub's tree listing (huggingface_hub's RepoFile fields, or the raw API)."""
+    entries = []
+    for item in tree:
+        if item.get("type", "file") != "file":
+            continue
+        lfs = item.get("lfs") or {}
+        sha = lfs.get("sha256") or lfs.get("oid")
+        entry = Entry(path=item["path"], size=int(item["size"]), git_oid=item.get("blob_id") or item["oid"], sha256=sha)
+        check_entry_path(entry.path)
+        entries.append(entry)
+    return sorted(entries, key=lambda e: e.path)
+
+
+def manifest(entries: list[Entry], repo_id: str, revision: str) -> dict:
+    return {
+        "repo_id": repo_id,
+        "revision": revision,
+        "total_bytes": sum(e.size for e in entries),
+        "files": [asdict(e) for e in entries],
+    }
+
+
+def entries_from_manifest(data: dict, repo_id: str, revision: str) -> list[Entry]:
+    if data.get("repo_id") != repo_id or data.get("revision") != revision:
+        raise SnapshotError(
+            f"the mirror's manifest is for {data.get('repo_id')}@{data.get('revision')}, not {repo_id}@{revision}"
+        )
+    entries = [Entry(**f) for f in data["files"]]
+    for entry in entries:
+        check_entry_path(entry.path)
+    return entries
+
+
+# --- local state ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Paths:
+    cache_dir: Path
+    repo_id: str
+    revision: str
+
+    @property
+    def repo(self) -> Path:
+        return self.cache_dir / ("models--" + self.repo_id.replace("/", "--"))
+
+    @property
+    def blobs(self) -> Path:
+        return self.repo / "blobs"
+
+    @property
+    def snapshot(self) -> Path:
+        return self.repo / "snapshots" / self.revision
+
+    def blob(self, entry: Entry) -> Path:
+        return self.blobs / entry.etag
+
+    def link(self, entry: Entry) -> Path:
+        return self.snapshot / entry.path
+
+
+def file_digests(path: Path) -> tuple[str, str]:
+    """(sha256, git blob id) of a file, in one pass."""
+    size = path.stat().st_size
+    sha = hashlib.sha256()
+    git = hashlib.sha1(b"blob %d\0" % size)  # noqa: S324 - git's object id, not a security hash
+    with path.open("rb") as f:
+        while chunk := f.read(CHUNK):
+            sha.update(chunk)
+            git.update(chunk)
+    return sha.hexdigest(), git.hexdigest()
+
+
+def digest_matches(entry: Entry, sha256: str, git_oid: str) -> bool:
+    return sha256 == entry.sha256 if entry.lfs else git_oid == entry.git_oid
+
+
+def stat_key(path: Path) -> dict[str, int]:
+    st = path.stat()
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ino": st.st_ino}
+
+
+def load_records(state_file: Path) -> dict[str, dict]:
+    try:
+        return json.loads(state_file.read_text()).get("files", {})
+    except (OSError, ValueError):
+        return {}
+
+
+def save_records(state_file: Path, records: dict[str, dict]) -> None:
+    state_file.parent.mkdir(parents=True, exist_ok=True)
+    tmp = state_file.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"files": records}, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, state_file)
+
+
+def local_status(paths: Paths, entry: Entry, record: dict | None, full: bool) -> tuple[str, dict | None]:
+    """'ok', 'missing', 'corrupt' or 'size' for one file, and a fresh verification record when hashed.
+
+    A file whose size, mtime and inode match its last verification is trusted unless `full`.
+    """
+    link = paths.link(entry)
+    if not link.exists():
+        return "missing", None
+    target = link.resolve()
+    key = stat_key(target)
+    if key["size"] != entry.size:
+        return "size", None
+    unchanged = record is not None and all(record.get(k) == v for k, v in key.items())
+    if not full and unchanged and record is not None and record.get("etag") == entry.etag:
+        return "ok", record
+    sha, git = file_digests(target)
+    if not digest_matches(entry, sha, git):
+        return "corrupt", None
+    return "ok", {**key, "etag": entry.etag, "sha256": sha}
+
+
+def remove_local(paths: Paths, entry: Entry, keep: str = "") -> None:
+    """Remove a file's snapshot link, blob and partial downloads (but `keep`), so that it is fetched afresh."""
+    for path in (paths.link(entry), paths.blob(entry)):
+        if path.is_symlink() or path.exists():
+            path.unlink()
+    if paths.blobs.is_dir():
+        for partial in paths.blobs.glob(f"{entry.etag}*.incomplete"):
+            if partial.name != keep:
+                partial.unlink()
+
+
+def partial_bytes(paths: Paths, entry: Entry) -> int:
+    """Bytes of the file on disk so far: its partial downloads, or the finished blob."""
+    if not paths.blobs.is_dir():
+        return 0
+    total = 0
+    for partial in paths.blobs.glob(f"{entry.etag}*.incomplete"):
+        try:
+            total += partial.stat().st_size
+        except FileNotFoundError:
+            continue
+    if total == 0 and paths.blob(entry).exists():
+        total = paths.blob(entry).stat().st_size
+    return total
+
+
+def link_blob(paths: Paths, entry: Entry) -> None:
+    link = paths.link(entry)
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    link.symlink_to(os.path.relpath(paths.blob(entry), link.parent))
+
+
+# --- hub source: huggingface_hub in a child process ----------------------------------------------
+
+# Runs under the virtualenv's python. argv: mode repo_id revision cache_dir [filename]; the token and
+# the endpoint come in the environment (HF_TOKEN, HF_ENDPOINT), never in argv. Prints one JSON line.
+CHILD = r"""
+import json, sys
+from huggingface_hub import HfApi, hf_hub_download
+from huggingface_hub.errors import (GatedRepoError, HfHubHTTPError, RepositoryNotFoundError,
+                                    RevisionNotFoundError, EntryNotFoundError)
+mode, repo_id, revision, cache_dir = sys.argv[1:5]
+try:
+    if mode == "tree":
+        files = []
+        for f in HfApi().list_repo_tree(repo_id, revision=revision, recursive=True):
+            if getattr(f, "blob_id", None) is None:
+                continue
+            lfs = {"sha256": f.lfs.sha256, "size": f.lfs.size} if f.lfs else None
+            files.append({"type": "file", "path": f.path, "size": f.size, "blob_id": f.blob_id, "lfs": lfs})
+        print(json.dumps({"files": files}))
+    else:
+        path = hf_hub_download(repo_id, sys.argv[5], revision=revision, cache_dir=cache_dir)
+        print(json.dumps({"path": path}))
+except GatedRepoError as e:
+    print(json.dumps({"error": "gated", "message": str(e).splitlines()[0]})); sys.exit(2)
+except RevisionNotFoundError as e:
+    print(json.dumps({"error": "revision", "message": str(e).splitlines()[0]})); sys.exit(2)
+except EntryNotFoundError as e:
+    print(json.dumps({"error": "entry", "message": str(e).splitlines()[0]})); sys.exit(2)
+except RepositoryNotFoundError as e:
+    print(json.dumps({"error": "repository", "message": str(e).splitlines()[0]})); sys.exit(2)
+except HfHubHTTPError as e:
+    status = e.response.status_code if e.response is not None else None
+    print(json.dumps({"error": "http", "status": status, "message": str(e).splitlines()[0]})); sys.exit(2)
+"""
+
+HINTS = {
+    "gated": "the repository is gated: set model_weights_hf_token (in ansible-vault) to a token that has access",
+    "revision": "the revision does not exist in this repository: check model_weights_revision",
+    "repository": "the repository does not exist or the token cannot see it: check model_weights_repo_id and the token",
+    "entry": "the file is not in this revision",
+}
+
+
+def child_env(endpoint: str, token: str, disable_xet: bool, download_timeout: int) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+    env.update(
+        {
+            "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+            "HF_HUB_DISABLE_TELEMETRY": "1",
+            "HF_HUB_DOWNLOAD_TIMEOUT": str(download_timeout),
+            "HF_HUB_ETAG_TIMEOUT": str(download_timeout),
+        }
+    )
+    if endpoint:
+        env["HF_ENDPOINT"] = endpoint.rstrip("/")
+    if token:
+        env["HF_TOKEN"] = token
+    if disable_xet:
+        env["HF_HUB_DISABLE_XET"] = "1"
+    return env
+
+
+def parse_child(stdout: str, stderr: str, rc: int, what: str) -> dict:
+    lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
+    if not lines:
+        tail = (stderr or stdout).strip().splitlines()[-3:]
+        raise SnapshotError(f"huggingface_hub failed to {what} (rc={rc}): {' '.join(tail) or 'no output'}")
+    data = json.loads(lines[-1])
+    if "error" in data:
+        hint = HINTS.get(data["error"], "")
+        if data["error"] == "http" and data.get("status") == 401:
+            hint = "the Hub refused the token: check model_weights_hf_token"
+        if data["error"] != "http" or data.get("status") in (401, 403, 404):
+            raise HubRefused(f"huggingface_hub could not {what}: {data['message']}" + (f" ({hint})" if hint else ""))
+        raise SnapshotError(f"huggingface_hub could not {what}: {data['message']}" + (f" ({hint})" if hint else ""))
+    return data
+
+
+def hub_tree(
+    *, python: str, repo_id: str, revision: str, cache_dir: Path, env: dict[str, str], timeout: float
+) -> list[Entry]:
+    proc = subprocess.run(
+        [python, "-c", CHILD, "tree", repo_id, revision, str(cache_dir)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        check=False,
+    )
+    data = parse_child(proc.stdout, proc.stderr, proc.returncode, f"list {repo_id}@{revision}")
+    return entries_from_tree(data["files"])
+
+
+def start_child(cmd: list[str], env: dict[str, str]) -> subprocess.Popen:
+    """Start a download child in its own session (so the watchdog can kill its whole group)."""
+    return subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
+    )
+
+
+@dataclass
+class Watch:
+    """What the watchdog saw of one attempt."""
+
+    rc: int | None
+    stalled: bool
+    stdout: str = ""
+    stderr: str = ""
+
+
+def watch_process(
+    proc: subprocess.Popen,
+    progress: Callable[[], int],
+    stall_timeout: float,
+    *,
+    on_progress: Callable[[int], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    tick: float = 0.2,
+) -> Watch:
+    """Wait for proc; kill it when progress() has not grown for stall_timeout seconds."""
+    last_bytes, last_change = progress(), clock()
+    while proc.poll() is None:
+        sleep(tick)
+        now_bytes = progress()
+        if now_bytes != last_bytes:
+            last_bytes, last_change = now_bytes, clock()
+            if on_progress is not None:
+                on_progress(now_bytes)
+        elif clock() - last_change >= stall_timeout:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+            return Watch(rc=None, stalled=True, stdout=out or "", stderr=err or "")
+    out, err = proc.communicate()
+    return Watch(rc=proc.returncode, stalled=False, stdout=out or "", stderr=err or "")
+
+
+# --- mirror source: plain HTTP with Range --------------------------------------------------------
+
+
+def mirror_url(base: str, repo_id: str, revision: str, path: str = "") -> str:
+    base = base.rstrip("/")
+    if not path:
+        return f"{base}/{repo_id}/{revision}{MANIFEST_SUFFIX}"
+    return f"{base}/{repo_id}/{revision}/{urllib.request.quote(path)}"
+
+
+def http_json(url: str, timeout: float) -> dict:
+    try:
+        with open_url(url, timeout=timeout) as resp:
+            return json.load(resp)
+    except urllib.error.HTTPError as err:
+        raise SnapshotError(f"the mirror answered {err.code} for {url}") from err
+    except (OSError, ValueError) as err:
+        raise SnapshotError(f"cannot read {url}: {err}") from err
+
+
+def http_fetch(
+    url: str,
+    dest: Path,
+    expected_size: int,
+    timeout: float,
+    *,
+    on_bytes: Callable[[int], None] | None = None,
+    headers: dict[str, str] | None = None,
+) -> None:
+    """Download url into dest, resuming from dest's size with a Range request.
+
+    A read that waits longer than timeout raises (the stall watchdog of this source)."""
+    have = dest.stat().st_size if dest.exists() else 0
+    if have > expected_size:
+        dest.unlink()
+        have = 0
+    if have == expected_size:
+        return
+    ranged = {"Range": f"bytes={have}-"} if have else {}
+    with open_url(url, headers={**(headers or {}), **ranged}, timeout=timeout) as resp:
+        if have and resp.status != 206:
+            have = 0  # the server ignored the Range: start over
+        with dest.open("ab" if have else "wb") as out:
+            while chunk := resp.read(CHUNK):
+                out.write(chunk)
+                have += len(chunk)
+                if on_bytes is not None:
+                    on_bytes(have)
+    if have != expected_size:
+        raise SnapshotError(f"{url}: connection closed after {have} of {expected_size} bytes")
+
+
+# --- reporting -----------------------------------------------------------------------------------
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def human_seconds(s: float) -> str:
+    s = round(s)
+    h, rem = divmod(s, 3600)
+    m, sec = divmod(rem, 60)
+    return f"{h}h{m:02d}m{sec:02d}s" if h else f"{m}m{sec:02d}s" if m else f"{sec}s"
+
+
+def progress_line(done: int, total: int, rate: float) -> str:
+    eta = (total - done) / rate if rate > 0 else 0.0
+    pct = 100.0 * done / total if total else 100.0
+    return f"{human_bytes(done)} / {human_bytes(total)} ({pct:.0f}%), {human_bytes(rate)}/s, ETA {human_seconds(eta)}"

@@ -1,0 +1,416 @@
+#!/usr/bin/python
+# Copyright: glm.fleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: hf_snapshot
+short_description: Fetch a Hugging Face model snapshot at a pinned commit, verifying every file
+version_added: 0.1.0
+description:
+  - Puts the files of O(repo_id) at O(revision) into the Hugging Face cache layout under
+    O(cache_dir) (C(models--ORG--NAME/blobs) and C(snapshots/REVISION)), so that a server started
+    with C(HF_HUB_OFFLINE=1) finds them.
+  - With O(source=hub) the download client is huggingface_hub, run by the virtualenv interpreter
+    O(python) in a child process per file. The token reaches it in the environment. A child that
+    makes no progress for O(stall_timeout) seconds is killed and the file fetched again; after a
+    stall, later attempts disable hf_xet and use plain HTTP.
+  - With O(source=mirror) the files come over plain HTTP from a site cache that serves a verified
+    snapshot (O(endpoint)C(/REPO/REVISION/PATH), manifest at O(endpoint)C(/REPO/REVISION.manifest.json)),
+    resuming partial files with Range requests.
+  - Every file is verified after its download, LFS files by sha256 (the Hub's LFS oid), the
+    others by their git blob id; a file that does not verify is removed and fetched again.
+    Verified files are recorded (size, mtime, inode) in O(state_dir), so later runs do not hash
+    320 GB again unless O(verify=full).
+  - The action plugin of the same name runs the steps (C(plan), then C(fetch) file by file with a
+    progress line per file, then C(finalize)); use the module through it, as the role does.
+author:
+  - glm.fleet contributors (@glm-fleet)
+options:
+  repo_id:
+    description: The model repository, C(ORG/NAME).
+    type: str
+    required: true
+  revision:
+    description: Full 40-hex commit id. Branch names, tags and short ids are refused.
+    type: str
+    required: true
+  cache_dir:
+    description: The Hugging Face hub cache directory (C(HF_HOME/hub)).
+    type: path
+    required: true
+  state_dir:
+    description: Where verification records, the manifest and the progress file are kept.
+    type: path
+    required: true
+  source:
+    description: Where the files come from.
+    type: str
+    choices: [hub, mirror]
+    default: hub
+  endpoint:
+    description:
+      - For O(source=hub), the Hub endpoint (C(HF_ENDPOINT)); empty uses huggingface_hub's default.
+      - For O(source=mirror), the base URL of the site cache's weights server.
+    type: str
+    default: ""
+  token:
+    description: Hugging Face token for gated repositories (O(source=hub)); passed to the client in C(HF_TOKEN).
+    type: str
+  python:
+    description: Interpreter of the virtualenv that has huggingface_hub (O(source=hub)).
+    type: path
+    default: /opt/glm-fleet/hf/bin/python
+  step:
+    description:
+      - C(plan) lists the files and what is missing; C(fetch) fetches O(files); C(finalize) verifies and records.
+    type: str
+    choices: [plan, fetch, finalize]
+    default: plan
+  files:
+    description: Paths of the files to fetch (O(step=fetch)).
+    type: list
+    elements: str
+    default: []
+  manifest:
+    description: The manifest returned by O(step=plan), so that later steps do not list the repository again.
+    type: dict
+  verify:
+    description:
+      - C(quick) trusts files whose size, mtime and inode match their last verification.
+      - C(full) hashes every file.
+    type: str
+    choices: [quick, full]
+    default: quick
+  stall_timeout:
+    description: Seconds without progress after which a download is killed and retried.
+    type: int
+    default: 120
+  retries:
+    description: Attempts per file, counting stalls, dropped connections and files that do not verify.
+    type: int
+    default: 5
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+    details: The plan step runs in check mode and reports what would be fetched; nothing is downloaded.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+  idempotent:
+    description: A complete, verified snapshot is left alone.
+    support: full
+notes:
+  - Needs free space for the files it fetches; the action plugin checks it before the first download.
+"""
+
+EXAMPLES = r"""
+- name: Fetch GLM-5.3-Flash at a pinned commit from the Hub
+  glm.fleet.hf_snapshot:
+    repo_id: zai-org/GLM-5.3-Flash
+    revision: eb9eb208eb0d988989d07a6a12d0fdeb5f52574a
+    cache_dir: /var/lib/glm-fleet/huggingface/hub
+    state_dir: /var/lib/glm-fleet/weights
+    token: "{{ vault_hf_token }}"
+
+- name: Fetch the same snapshot from the site cache
+  glm.fleet.hf_snapshot:
+    repo_id: zai-org/GLM-5.3-Flash
+    revision: eb9eb208eb0d988989d07a6a12d0fdeb5f52574a
+    cache_dir: /var/lib/glm-fleet/huggingface/hub
+    state_dir: /var/lib/glm-fleet/weights
+    source: mirror
+    endpoint: http://cache-1.example.internal:8081/weights
+"""
+
+RETURN = r"""
+snapshot:
+  description: The snapshot directory.
+  returned: always
+  type: str
+total_bytes:
+  description: Size of all the revision's files.
+  returned: always
+  type: int
+files:
+  description: Number of files in the revision.
+  returned: always
+  type: int
+to_fetch:
+  description: Files missing, of the wrong size or not verifying, with their sizes (step plan).
+  returned: always
+  type: list
+  elements: dict
+fetched:
+  description: Per fetched file, bytes, seconds, attempts, stalls and corrupt downloads seen.
+  returned: when files were fetched
+  type: list
+  elements: dict
+manifest:
+  description: The revision's files with size, git blob id and sha256 (LFS).
+  returned: always
+  type: dict
+free_bytes:
+  description: Free bytes on the file system of cache_dir.
+  returned: always
+  type: int
+"""
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.glm.fleet.plugins.module_utils._hf_snapshot import (
+    CHILD,
+    Entry,
+    FetchReport,
+    HubRefused,
+    Paths,
+    SnapshotError,
+    check_repo_id,
+    check_revision,
+    child_env,
+    digest_matches,
+    entries_from_manifest,
+    file_digests,
+    http_fetch,
+    http_json,
+    hub_tree,
+    link_blob,
+    load_records,
+    local_status,
+    manifest,
+    mirror_url,
+    parse_child,
+    partial_bytes,
+    remove_local,
+    save_records,
+    start_child,
+    stat_key,
+    watch_process,
+)
+
+
+def free_bytes(path: Path) -> int:
+    while not path.exists():
+        path = path.parent
+    return shutil.disk_usage(path).free
+
+
+class Snapshot:
+    def __init__(self, params: dict) -> None:
+        self.p = params
+        self.paths = Paths(Path(params["cache_dir"]), params["repo_id"], params["revision"])
+        self.state_dir = Path(params["state_dir"])
+        self.records_file = self.state_dir / f"{self.paths.repo.name}--{params['revision']}.verified.json"
+        self.progress_file = self.state_dir / "progress.json"
+
+    # -- listing --
+
+    def env(self, disable_xet: bool = False) -> dict[str, str]:
+        return child_env(self.p["endpoint"], self.p["token"] or "", disable_xet, max(10, self.p["stall_timeout"]))
+
+    def entries(self) -> list[Entry]:
+        if self.p["manifest"]:
+            return entries_from_manifest(self.p["manifest"], self.p["repo_id"], self.p["revision"])
+        if self.p["source"] == "mirror":
+            url = mirror_url(self.p["endpoint"], self.p["repo_id"], self.p["revision"])
+            return entries_from_manifest(http_json(url, 30), self.p["repo_id"], self.p["revision"])
+        if not Path(self.p["python"]).exists():
+            raise SnapshotError(f"python {self.p['python']} does not exist: install huggingface_hub there first")
+        return hub_tree(
+            python=self.p["python"],
+            repo_id=self.p["repo_id"],
+            revision=self.p["revision"],
+            cache_dir=self.paths.cache_dir,
+            env=self.env(),
+            timeout=300,
+        )
+
+    def plan(self, entries: list[Entry]) -> tuple[list[dict], dict[str, dict]]:
+        records = load_records(self.records_file)
+        fresh: dict[str, dict] = {}
+        to_fetch = []
+        for entry in entries:
+            status, record = local_status(self.paths, entry, records.get(entry.path), self.p["verify"] == "full")
+            if status == "ok" and record is not None:
+                fresh[entry.path] = record
+            else:
+                to_fetch.append({"path": entry.path, "size": entry.size, "reason": status})
+        return to_fetch, fresh
+
+    # -- fetching --
+
+    @staticmethod
+    def partial_name(entry: Entry) -> str:
+        return f"{entry.etag}.glm-fleet.incomplete"
+
+    def write_progress(self, entry: Entry, done: int, started: float) -> None:
+        elapsed = max(time.monotonic() - started, 1e-6)
+        data = {"file": entry.path, "bytes": done, "size": entry.size, "rate": done / elapsed, "time": time.time()}
+        tmp = self.progress_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data) + "\n")
+        os.replace(tmp, self.progress_file)
+
+    def attempt_hub(self, entry: Entry, report: FetchReport, started: float) -> None:
+        cmd = [
+            self.p["python"],
+            "-c",
+            CHILD,
+            "download",
+            self.p["repo_id"],
+            self.p["revision"],
+            str(self.paths.cache_dir),
+            entry.path,
+        ]
+        proc = start_child(cmd, self.env(report.xet_disabled))
+        watch = watch_process(
+            proc,
+            lambda: partial_bytes(self.paths, entry),
+            self.p["stall_timeout"],
+            on_progress=lambda done: self.write_progress(entry, done, started),
+        )
+        if watch.stalled:
+            report.stalls += 1
+            report.xet_disabled = True  # hf_xet has no read timeout of its own; fall back to plain HTTP
+            raise SnapshotError(f"no progress for {self.p['stall_timeout']} s")
+        parse_child(watch.stdout, watch.stderr, watch.rc or 0, f"download {entry.path}")
+
+    def attempt_mirror(self, entry: Entry, started: float) -> None:
+        self.paths.blobs.mkdir(parents=True, exist_ok=True)
+        partial = self.paths.blobs / self.partial_name(entry)
+        url = mirror_url(self.p["endpoint"], self.p["repo_id"], self.p["revision"], entry.path)
+        try:
+            http_fetch(
+                url,
+                partial,
+                entry.size,
+                self.p["stall_timeout"],
+                on_bytes=lambda done: self.write_progress(entry, done, started),
+            )
+        except OSError as err:
+            raise SnapshotError(f"{url}: {err}") from err
+        os.replace(partial, self.paths.blob(entry))
+
+    def fetch(self, entry: Entry) -> tuple[FetchReport, dict]:
+        report = FetchReport(path=entry.path, bytes=entry.size, seconds=0.0)
+        started = time.monotonic()
+        for report.attempts in range(1, self.p["retries"] + 1):
+            try:
+                if self.p["source"] == "hub":
+                    self.attempt_hub(entry, report, started)
+                else:
+                    self.attempt_mirror(entry, started)
+                blob = self.paths.blob(entry)
+                if not blob.exists():
+                    raise SnapshotError(f"the download left no blob at {blob}")
+                sha, git = file_digests(blob)
+                if not digest_matches(entry, sha, git):
+                    report.corrupt += 1
+                    remove_local(self.paths, entry)
+                    want = entry.sha256 if entry.lfs else entry.git_oid
+                    raise SnapshotError(f"content does not verify: expected {want}, got {sha if entry.lfs else git}")
+                link_blob(self.paths, entry)
+                report.seconds = round(time.monotonic() - started, 3)
+                return report, {**stat_key(blob), "etag": entry.etag, "sha256": sha}
+            except HubRefused:
+                raise
+            except SnapshotError as err:
+                report.errors.append(f"attempt {report.attempts}: {err}")
+        raise SnapshotError(f"{entry.path}: failed after {report.attempts} attempts: " + "; ".join(report.errors))
+
+
+def run(module: AnsibleModule) -> dict:
+    p = module.params
+    for problem in (check_repo_id(p["repo_id"]), check_revision(p["revision"])):
+        if problem:
+            raise SnapshotError(problem)
+    if p["source"] == "mirror" and not p["endpoint"]:
+        raise SnapshotError("source=mirror needs endpoint, the base URL of the site cache's weights server")
+    snap = Snapshot(p)
+    entries = snap.entries()
+    by_path = {e.path: e for e in entries}
+    result: dict = {
+        "changed": False,
+        "snapshot": str(snap.paths.snapshot),
+        "files": len(entries),
+        "total_bytes": sum(e.size for e in entries),
+        "manifest": manifest(entries, p["repo_id"], p["revision"]),
+        "free_bytes": free_bytes(snap.paths.cache_dir),
+    }
+    if p["step"] == "plan":
+        to_fetch, verified = snap.plan(entries)
+        result.update(to_fetch=to_fetch, verified=len(verified))
+        return result
+    if p["step"] == "fetch":
+        unknown = [f for f in p["files"] if f not in by_path]
+        if unknown:
+            raise SnapshotError(f"not in {p['repo_id']}@{p['revision']}: {unknown}")
+        records = load_records(snap.records_file)
+        fetched = []
+        if not module.check_mode:
+            snap.state_dir.mkdir(parents=True, exist_ok=True)
+            for path in p["files"]:
+                entry = by_path[path]
+                # what the plan found there is wrong or partial; the mirror resumes its own partial file
+                remove_local(snap.paths, entry, keep=snap.partial_name(entry) if p["source"] == "mirror" else "")
+                report, record = snap.fetch(entry)
+                records[path] = record
+                save_records(snap.records_file, records)
+                fetched.append(report.__dict__)
+        result.update(changed=bool(p["files"]), fetched=fetched, to_fetch=[])
+        return result
+    # finalize: every file verified, the records and the manifest written
+    to_fetch, fresh = snap.plan(entries)
+    if to_fetch:
+        raise SnapshotError(f"the snapshot is incomplete or does not verify: {[f['path'] for f in to_fetch]}")
+    before = load_records(snap.records_file)
+    wanted_manifest = json.dumps(result["manifest"], indent=1, sort_keys=True) + "\n"
+    manifest_file = snap.state_dir / f"{snap.paths.repo.name}--{p['revision']}.manifest.json"
+    changed = fresh != before or not manifest_file.exists() or manifest_file.read_text() != wanted_manifest
+    if changed and not module.check_mode:
+        snap.state_dir.mkdir(parents=True, exist_ok=True)
+        save_records(snap.records_file, fresh)
+        manifest_file.write_text(wanted_manifest)
+        snap.progress_file.unlink(missing_ok=True)
+    result.update(changed=changed, to_fetch=[], manifest_file=str(manifest_file))
+    return result
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "repo_id": {"type": "str", "required": True},
+            "revision": {"type": "str", "required": True},
+            "cache_dir": {"type": "path", "required": True},
+            "state_dir": {"type": "path", "required": True},
+            "source": {"type": "str", "choices": ["hub", "mirror"], "default": "hub"},
+            "endpoint": {"type": "str", "default": ""},
+            "token": {"type": "str", "no_log": True},
+            "python": {"type": "path", "default": "/opt/glm-fleet/hf/bin/python"},
+            "step": {"type": "str", "choices": ["plan", "fetch", "finalize"], "default": "plan"},
+            "files": {"type": "list", "elements": "str", "default": []},
+            "manifest": {"type": "dict"},
+            "verify": {"type": "str", "choices": ["quick", "full"], "default": "quick"},
+            "stall_timeout": {"type": "int", "default": 120},
+            "retries": {"type": "int", "default": 5},
+        },
+        supports_check_mode=True,
+    )
+    try:
+        module.exit_json(**run(module))
+    except SnapshotError as err:
+        module.fail_json(msg=str(err))
+
+
+if __name__ == "__main__":
+    main()

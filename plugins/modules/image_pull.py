@@ -1,0 +1,185 @@
+#!/usr/bin/python
+# Copyright: glm.fleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: image_pull
+short_description: Pull a container image pinned by digest and prove that the engine holds that digest
+version_added: 0.1.0
+description:
+  - Pulls O(reference) (C(NAME[:TAG]@sha256:<64 hex>); tag-only references are refused) through the
+    docker engine API, unless the engine already holds it.
+  - After the pull, the image's C(RepoDigests) must contain C(NAME@DIGEST); otherwise the module fails.
+  - Writes the pull's progress (layers and bytes) to O(progress_file) while it runs, for
+    M(glm.fleet.await_job) to show.
+  - Registry credentials travel in the engine API's C(X-Registry-Auth) header, never in argv or on disk.
+author:
+  - glm.fleet contributors (@glm-fleet)
+options:
+  reference:
+    description: Image reference pinned by digest.
+    type: str
+    required: true
+  registry_username:
+    description: User for a registry that needs a login.
+    type: str
+  registry_password:
+    description: Password or token for O(registry_username).
+    type: str
+  prune:
+    description: Remove other images of the same repository (those in use by a container stay).
+    type: bool
+    default: false
+  progress_file:
+    description: File that receives the pull's progress as JSON while it runs.
+    type: path
+  docker_socket:
+    description: The engine's API socket.
+    type: path
+    default: /var/run/docker.sock
+  timeout:
+    description: Seconds a read from the engine may wait (a pull that stalls longer fails).
+    type: int
+    default: 600
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+    details: Reports whether a pull or prune would happen; pulls nothing.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+  idempotent:
+    description: An image already present with the pinned digest is left alone.
+    support: full
+"""
+
+EXAMPLES = r"""
+- name: Pull the SGLang image by digest
+  glm.fleet.image_pull:
+    reference: lmsysorg/sglang:glm-5.3-flash@sha256:aa9210e3507fef64ded0c78afc571d9412b53417c6e271721a095fbde754ad40
+    progress_file: /var/lib/glm-fleet/image-pull.json
+"""
+
+RETURN = r"""
+image_id:
+  description: The engine's id of the image.
+  returned: success
+  type: str
+repo_digests:
+  description: The image's RepoDigests; they contain the pinned one.
+  returned: success
+  type: list
+  elements: str
+pulled:
+  description: Whether the image was pulled in this run.
+  returned: always
+  type: bool
+progress:
+  description: Layers and bytes of the pull.
+  returned: when pulled
+  type: dict
+removed:
+  description: Ids of older images of the repository that were removed.
+  returned: always
+  type: list
+  elements: str
+"""
+
+import json
+import os
+import time
+from collections.abc import Callable
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.glm.fleet.plugins.module_utils._docker_api import (
+    DockerError,
+    Engine,
+    parse_reference,
+    pull_with_progress,
+    registry_auth,
+    stale_images,
+)
+
+
+def progress_writer(path: str | None) -> Callable[..., None]:
+    last = [0.0]
+
+    def write(summary: dict[str, int], force: bool = False) -> None:
+        now = time.monotonic()
+        if not path or (not force and now - last[0] < 1.0):
+            return
+        last[0] = now
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        tmp = f"{path}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump({**summary, "time": time.time()}, f)
+        os.replace(tmp, path)
+
+    return write
+
+
+def run(module: AnsibleModule) -> dict:
+    p = module.params
+    ref = parse_reference(p["reference"])
+    engine = Engine(p["docker_socket"], p["timeout"])
+    result: dict = {"changed": False, "pulled": False, "removed": [], "reference": p["reference"]}
+    image = engine.inspect(ref.pinned)
+    if image is None:
+        result.update(changed=True, pulled=True)
+        if module.check_mode:
+            return result
+        auth = None
+        if p["registry_username"]:
+            auth = registry_auth(p["registry_username"], p["registry_password"] or "", ref.registry)
+        write = progress_writer(p["progress_file"])
+        result["progress"] = pull_with_progress(engine, ref, auth, write)
+        write(result["progress"], force=True)
+        image = engine.inspect(ref.pinned)
+        if image is None:
+            raise DockerError(f"the engine reports no image {ref.pinned} after pulling it")
+    digests = image.get("RepoDigests") or []
+    if ref.pinned not in digests:
+        raise DockerError(f"{p['reference']}: the image's RepoDigests {digests} do not contain {ref.pinned}")
+    if p["prune"]:
+        for stale in stale_images(engine.images(ref.repository), ref):
+            result["changed"] = True
+            if module.check_mode:
+                result["removed"].append(stale["Id"])
+                continue
+            ok, detail = engine.remove(stale["Id"])
+            if ok:
+                result["removed"].append(stale["Id"])
+            else:
+                module.warn(f"kept {stale['Id']} ({stale.get('RepoTags')}): {detail}")
+    result.update(image_id=image["Id"], repo_digests=digests)
+    return result
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "reference": {"type": "str", "required": True},
+            "registry_username": {"type": "str"},
+            "registry_password": {"type": "str", "no_log": True},
+            "prune": {"type": "bool", "default": False},
+            "progress_file": {"type": "path"},
+            "docker_socket": {"type": "path", "default": "/var/run/docker.sock"},
+            "timeout": {"type": "int", "default": 600},
+        },
+        supports_check_mode=True,
+    )
+    try:
+        module.exit_json(**run(module))
+    except (DockerError, OSError) as err:
+        module.fail_json(msg=str(err))
+
+
+if __name__ == "__main__":
+    main()

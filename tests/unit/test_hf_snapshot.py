@@ -1,0 +1,204 @@
+"""glm.fleet.hf_snapshot's pure parts, and its HTTP source against the lab's Hub stand-in in a thread."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+
+import hub_standin
+import pytest
+
+from ansible_collections.glm.fleet.plugins.action.hf_snapshot import batches
+from ansible_collections.glm.fleet.plugins.module_utils import _hf_snapshot as hs
+
+REV = hub_standin.REVISION
+REPO_ID = hub_standin.REPO_ID
+
+
+@pytest.mark.parametrize("revision", ["main", "eb9eb20", "v1.0", "EB9EB208EB0D988989D07A6A12D0FDEB5F52574A", ""])
+def test_revisions_other_than_a_full_commit_are_refused(revision: str) -> None:
+    problem = hs.check_revision(revision)
+    assert problem is not None
+    assert repr(revision) in problem
+
+
+def test_a_full_commit_is_accepted() -> None:
+    assert hs.check_revision(REV) is None
+    assert hs.check_repo_id(REPO_ID) is None
+    assert hs.check_repo_id("no-slash") is not None
+
+
+def test_tree_entries_carry_the_lfs_sha256_and_refuse_escaping_paths() -> None:
+    entries = hs.entries_from_tree(
+        [
+            {"type": "file", "path": "b.safetensors", "size": 3, "oid": "g1", "lfs": {"oid": "s" * 64, "size": 3}},
+            {"type": "directory", "path": "sub", "oid": "x"},
+            {"type": "file", "path": "a.json", "size": 2, "oid": "g2"},
+        ]
+    )
+    assert [(e.path, e.etag, e.lfs) for e in entries] == [("a.json", "g2", False), ("b.safetensors", "s" * 64, True)]
+    with pytest.raises(hs.SnapshotError, match="outside the snapshot"):
+        hs.entries_from_tree([{"type": "file", "path": "../../etc/passwd", "size": 1, "oid": "g"}])
+
+
+def test_a_manifest_for_another_revision_is_refused() -> None:
+    data = hs.manifest([hs.Entry("a", 1, "g")], REPO_ID, "0" * 40)
+    with pytest.raises(hs.SnapshotError, match=r"not zai-org/GLM-5\.3-Flash@"):
+        hs.entries_from_manifest(data, REPO_ID, REV)
+
+
+def make_file(paths: hs.Paths, name: str, content: bytes, lfs: bool) -> hs.Entry:
+    sha = hashlib.sha256(content).hexdigest()
+    git = hashlib.sha1(b"blob %d\0" % len(content) + content).hexdigest()  # noqa: S324 - git's id
+    entry = hs.Entry(name, len(content), git, sha if lfs else None)
+    paths.blobs.mkdir(parents=True, exist_ok=True)
+    paths.blob(entry).write_bytes(content)
+    hs.link_blob(paths, entry)
+    return entry
+
+
+@pytest.mark.parametrize("lfs", [True, False])
+def test_local_status_verifies_then_trusts_the_record_until_the_file_changes(tmp_path: Path, lfs: bool) -> None:
+    paths = hs.Paths(tmp_path, REPO_ID, REV)
+    entry = make_file(paths, "model.safetensors", b"weights" * 100, lfs)
+    status, record = hs.local_status(paths, entry, None, full=False)
+    assert status == "ok"
+    assert record is not None
+    assert record["sha256"] == hashlib.sha256(b"weights" * 100).hexdigest()
+    assert hs.local_status(paths, entry, record, full=False) == ("ok", record)
+    blob = paths.blob(entry)
+    data = bytearray(blob.read_bytes())
+    data[10] ^= 0xFF
+    blob.write_bytes(bytes(data))  # same size, new mtime
+    assert hs.local_status(paths, entry, record, full=False)[0] == "corrupt"
+
+
+def test_local_status_reports_missing_and_wrong_size(tmp_path: Path) -> None:
+    paths = hs.Paths(tmp_path, REPO_ID, REV)
+    entry = make_file(paths, "a.json", b"{}", lfs=False)
+    assert hs.local_status(paths, hs.Entry("b.json", 2, "x"), None, full=False)[0] == "missing"
+    assert hs.local_status(paths, hs.Entry("a.json", 3, entry.git_oid), None, full=False)[0] == "size"
+
+
+def test_remove_local_keeps_only_the_named_partial(tmp_path: Path) -> None:
+    paths = hs.Paths(tmp_path, REPO_ID, REV)
+    entry = make_file(paths, "a.safetensors", b"xyz", lfs=True)
+    (paths.blobs / f"{entry.etag}.abcd1234.incomplete").write_bytes(b"x")
+    (paths.blobs / f"{entry.etag}.glm-fleet.incomplete").write_bytes(b"xy")
+    assert hs.partial_bytes(paths, entry) == 3
+    hs.remove_local(paths, entry, keep=f"{entry.etag}.glm-fleet.incomplete")
+    assert sorted(p.name for p in paths.blobs.iterdir()) == [f"{entry.etag}.glm-fleet.incomplete"]
+    assert not paths.link(entry).exists()
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_watchdog_kills_a_child_that_stops_making_progress() -> None:
+    proc = subprocess.Popen(  # a child that never finishes
+        [sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    clock = FakeClock()
+    progress = iter([0, 10, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20])
+    watch = hs.watch_process(proc, lambda: next(progress), 1.0, clock=clock, sleep=clock.sleep, tick=0.25)
+    assert watch.stalled
+    assert proc.returncode is not None
+    assert clock.now == pytest.approx(0.25 * 2 + 1.0, abs=0.3)
+
+
+def test_watchdog_lets_a_progressing_child_finish() -> None:
+    proc = subprocess.Popen([sys.executable, "-c", "print('{}')"], start_new_session=True, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    watch = hs.watch_process(proc, lambda: 0, 30.0)
+    assert not watch.stalled
+    assert watch.rc == 0
+    assert watch.stdout.strip() == "{}"
+
+
+@pytest.mark.parametrize(
+    ("payload", "match"),
+    [
+        ({"error": "gated", "message": "Access restricted"}, "model_weights_hf_token"),
+        ({"error": "revision", "message": "Invalid rev id"}, "model_weights_revision"),
+        ({"error": "http", "status": 401, "message": "Invalid credentials"}, "refused the token"),
+    ],
+)
+def test_hub_refusals_are_final_and_name_what_to_fix(payload: dict, match: str) -> None:
+    with pytest.raises(hs.HubRefused, match=match):
+        hs.parse_child(json.dumps(payload), "", 2, "list")
+
+
+def test_a_server_error_is_retryable() -> None:
+    with pytest.raises(hs.SnapshotError) as err:
+        hs.parse_child(json.dumps({"error": "http", "status": 503, "message": "busy"}), "", 2, "download x")
+    assert not isinstance(err.value, hs.HubRefused)
+
+
+def test_child_env_carries_the_token_and_endpoint_not_the_callers_hf_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    env = hs.child_env("http://hub.test/", "tok", disable_xet=True, download_timeout=30)
+    assert env["HF_TOKEN"] == "tok"  # noqa: S105 - a test value
+    assert env["HF_ENDPOINT"] == "http://hub.test"
+    assert env["HF_HUB_DISABLE_XET"] == "1"
+    assert "HF_HUB_OFFLINE" not in env
+
+
+def test_progress_line_has_bytes_rate_and_eta() -> None:
+    line = hs.progress_line(1024**3, 4 * 1024**3, 100 * 1024**2)
+    assert line == "1.0 GiB / 4.0 GiB (25%), 100.0 MiB/s, ETA 31s"
+
+
+def test_batches_group_small_files_and_keep_big_ones_alone() -> None:
+    gib = 1024**3
+    items = [{"size": 10}, {"size": 20}, {"size": 5 * gib}, {"size": 5 * gib}, {"size": 1}]
+    assert [len(b) for b in batches(items)] == [3, 1, 1]
+
+
+# --- the mirror source against the Hub stand-in's file server ------------------------------------
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, hub_standin.HubState]]:
+    files = hub_standin.make_repo(shards=2, shard_bytes=300_000)
+    state = hub_standin.HubState(files=files, token="tok")  # noqa: S106 - a test value
+    handler = type("Handler", (hub_standin.HubHandler,), {"state": state, "log_message": lambda *a: None})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", state
+    server.shutdown()
+
+
+def resolve_url(base: str, name: str) -> str:
+    return f"{base}/{REPO_ID}/resolve/{REV}/{name}"
+
+
+def test_http_fetch_resumes_after_a_dropped_connection(hub: tuple[str, hub_standin.HubState], tmp_path: Path) -> None:
+    base, state = hub
+    name = "model-00001-of-00002.safetensors"
+    want = state.files[name].content
+    state.faults.append(hub_standin.Fault(kind="drop", path=name))
+    dest = tmp_path / "part"
+    auth = {"Authorization": f"Bearer {state.token}"}
+    with pytest.raises((hs.SnapshotError, OSError)):
+        hs.http_fetch(resolve_url(base, name), dest, len(want), timeout=5, headers=auth)
+    assert 0 < dest.stat().st_size < len(want)
+    before = state.bytes_served
+    hs.http_fetch(resolve_url(base, name), dest, len(want), timeout=5, headers=auth)
+    assert dest.read_bytes() == want
+    assert state.bytes_served - before == len(want) // 2 + len(want) % 2  # only the missing half again
