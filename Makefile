@@ -80,7 +80,7 @@ molecule: engine ## every molecule scenario (systemd containers from the lab ima
 	for s in $(MOLECULE_SCENARIOS); do molecule test -s $$s || exit 1; done
 
 # In fleet order: the lab itself, refusals on fresh nodes, site.yml from scratch, then what runs on it.
-INTEGRATION_TESTS := test_lab test_refusals test_site test_server test_claude_code
+INTEGRATION_TESTS := test_lab test_refusals test_site test_server test_artifacts test_faults test_claude_code
 
 integration: lab-up ## the lab-level tests, driven by ansible-runner
 	pytest $(foreach t,$(INTEGRATION_TESTS),tests/integration/$(t).py)
@@ -94,7 +94,6 @@ build: venv ## the collection tarball
 clean: lab-down
 	rm -rf build .ansible tests/output
 
-bench: venv ## benchmark figures on the running lab (ready-detection lag)
-	test -f .lab/state.json || $(MAKE) lab-up
-	ansible-playbook playbooks/sglang_server.yml -i inventories/lab
+bench: venv engine ## benchmark table on a fresh 4-GPU-node lab (fleet figures, then ready-detection lag)
+	$(BIN)/python bench/fleet.py --gpu-nodes 4 --shard-mib 64
 	$(BIN)/python bench/ready_lag.py --rounds 5

@@ -191,7 +191,10 @@ def run_checks(http: Any, served: str, expected: dict, clock: Callable[[], float
             raw = http.get("/get_server_info")[1]
         except CheckFailed:
             raw = http.get("/server_info")[1]
-        found = drift(json.loads(raw), expected)
+        info = json.loads(raw)
+        if isinstance(info, dict):
+            results["server"] = {key: info.get(key) for key in COMPARED}
+        found = drift(info, expected)
         if found:
             results["drift"] = found
             raise CheckFailed("argument drift: " + "; ".join(found))

@@ -44,6 +44,14 @@ options:
     description: Seconds a read from the engine may wait (a pull that stalls longer fails).
     type: int
     default: 600
+  retries:
+    description: Attempts at the pull before failing (the engine resumes layers it already has).
+    type: int
+    default: 3
+  retry_delay:
+    description: Seconds between two attempts.
+    type: int
+    default: 5
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 attributes:
@@ -101,6 +109,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.glm.fleet.plugins.module_utils._docker_api import (
     DockerError,
     Engine,
+    Reference,
     parse_reference,
     pull_with_progress,
     registry_auth,
@@ -125,6 +134,21 @@ def progress_writer(path: str | None) -> Callable[..., None]:
     return write
 
 
+def pull_retrying(
+    engine: Engine, ref: Reference, auth: str | None, write: Callable[..., None], p: dict
+) -> tuple[dict[str, int], int]:
+    """Pull, trying again after a failure (a registry or mirror that is down); (progress, attempts)."""
+    errors = []
+    for attempt in range(1, p["retries"] + 1):
+        try:
+            return pull_with_progress(engine, ref, auth, write), attempt
+        except DockerError as err:
+            errors.append(f"attempt {attempt}: {err}")
+            if attempt < p["retries"]:
+                time.sleep(p["retry_delay"])
+    raise DockerError(f"pulling {p['reference']} failed after {p['retries']} attempts: " + "; ".join(errors))
+
+
 def run(module: AnsibleModule) -> dict:
     p = module.params
     ref = parse_reference(p["reference"])
@@ -139,7 +163,7 @@ def run(module: AnsibleModule) -> dict:
         if p["registry_username"]:
             auth = registry_auth(p["registry_username"], p["registry_password"] or "", ref.registry)
         write = progress_writer(p["progress_file"])
-        result["progress"] = pull_with_progress(engine, ref, auth, write)
+        result["progress"], result["attempts"] = pull_retrying(engine, ref, auth, write, p)
         write(result["progress"], force=True)
         image = engine.inspect(ref.pinned)
         if image is None:
@@ -172,6 +196,8 @@ def main() -> None:
             "progress_file": {"type": "path"},
             "docker_socket": {"type": "path", "default": "/var/run/docker.sock"},
             "timeout": {"type": "int", "default": 600},
+            "retries": {"type": "int", "default": 3},
+            "retry_delay": {"type": "int", "default": 5},
         },
         supports_check_mode=True,
     )

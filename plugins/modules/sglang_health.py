@@ -128,6 +128,13 @@ drift:
   type: list
   elements: str
   sample: ["tp_size: server has 2, inventory expects 4"]
+server:
+  description:
+    - The server's own view of its arguments (model_path, revision, served_model_name, tp_size, ep_size,
+      context_length).
+  returned: always (empty when the server_info check was not reached)
+  type: dict
+  sample: {model_path: zai-org/GLM-5.3-Flash, revision: eb9eb208eb0d988989d07a6a12d0fdeb5f52574a, tp_size: 4}
 attempts:
   description: Rounds of checks run.
   returned: always
@@ -158,6 +165,7 @@ def summarize(result: dict, attempts: int, waited: float) -> dict:
         "checks": checks,
         "ttft_ms": result["ttft_ms"],
         "drift": result.get("drift", []),
+        "server": result.get("server", {}),
         "attempts": attempts,
         "waited_s": round(waited, 2),
     }

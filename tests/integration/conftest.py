@@ -48,10 +48,10 @@ class Runner:
         }
 
     def module(self, pattern: str, module: str, args: str = "", **extra: object) -> ansible_runner.Runner:
-        return ansible_runner.run(host_pattern=pattern, module=module, module_args=args, **self._kwargs(), **extra)
+        return ansible_runner.run(host_pattern=pattern, module=module, module_args=args, **{**self._kwargs(), **extra})
 
     def playbook(self, playbook: Path, **extra: object) -> ansible_runner.Runner:
-        return ansible_runner.run(playbook=str(playbook), **self._kwargs(), **extra)
+        return ansible_runner.run(playbook=str(playbook), **{**self._kwargs(), **extra})
 
 
 @pytest.fixture

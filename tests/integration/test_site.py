@@ -1,31 +1,76 @@
-"""site.yml on the lab: a fresh fleet converges without failures, and a second run changes nothing."""
+"""site.yml on the lab, from scratch: check mode on the fresh fleet succeeds; the first run brings
+every GPU node to serving with each artifact fetched from upstream once (by the site cache); the
+fleet health report says so; a second run changes nothing."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
-from conftest import REPO, Runner, host_results, run_log
+from conftest import REPO, Runner, host_results, lab, run_log
+
+IMAGE_BYTES_SLACK = 1.05  # the aborted first stream of a warm-up (see roles/site_cache/tasks/warm.yml)
 
 
-def test_site_converges_then_changes_nothing(runner: Runner, lab_state: dict[str, Any]) -> None:
+def test_site_check_mode_on_a_fresh_fleet(runner: Runner, lab_state: dict[str, Any]) -> None:
+    hosts = {node["name"] for node in lab_state["nodes"]}
+    check = runner.playbook(REPO / "site.yml", cmdline="--check")
+    assert check.status == "successful", run_log(check)
+    assert check.stats["failures"] == {}
+    assert check.stats["dark"] == {}
+    assert hosts <= set(check.stats["ok"])
+    assert set(check.stats["changed"]) >= hosts - {"localhost"}  # a fresh fleet has everything to do
+
+
+def test_site_converges_once_per_site_then_changes_nothing(
+    runner: Runner, lab_state: dict[str, Any], tmp_path: Path
+) -> None:
     hosts = {node["name"] for node in lab_state["nodes"]}
     gpu_nodes = {node["name"] for node in lab_state["nodes"] if node["group"] == "gpu_nodes"}
+    lab.hub_call("/_lab/reset", {})
+    registry_offset = lab.registry_log_offset()
+    report_dir = tmp_path / "report"
 
-    first = runner.playbook(REPO / "site.yml")
+    first = runner.playbook(REPO / "site.yml", extravars={"glm_fleet_report_dir": str(report_dir)})
     assert first.status == "successful", run_log(first)
-    assert set(first.stats["ok"]) == hosts
+    assert hosts <= set(first.stats["ok"])
     assert first.stats["failures"] == {}
     assert first.stats["dark"] == {}
 
-    # What the stages promise on every GPU node: the preflight passed, docker lists the nvidia runtime.
-    fabric = host_results(first, "Check the NVLink fabric")
-    assert set(fabric) == gpu_nodes
+    # Every GPU node passed preflight and has docker with NVIDIA's runtime.
+    assert set(host_results(first, "Check the NVLink fabric")) == gpu_nodes
     runtimes = "docker info --format '{{ '{{' }}json .Runtimes{{ '}}' }}'"
     check = runner.module("gpu_nodes", "ansible.builtin.command", runtimes, cmdline="--become")
     assert check.status == "successful", run_log(check)
     for host, res in host_results(check).items():
         assert '"nvidia"' in res["stdout"], f"{host}: {res['stdout']}"
 
-    second = runner.playbook(REPO / "site.yml")
+    # Once per site: the Hub stand-in served the repository once (to the site cache), and the
+    # registry stand-in served the image's layers about once, all to the site cache.
+    hub = lab.hub_call("/_lab/stats")
+    assert hub["bytes_served"] == hub["repo_bytes"], hub
+    served = lab.registry_blob_bytes(registry_offset)
+    assert set(served) == {lab.SITE_CACHE_ADDRESS}, served
+    image = json.loads((lab.STATE_DIR / "services.json").read_text())["sglang_image"]
+    image_bytes = sum(int(blob["size"]) for blob in lab.image_blobs(image))
+    assert image_bytes <= served[lab.SITE_CACHE_ADDRESS] <= IMAGE_BYTES_SLACK * image_bytes, (served, image_bytes)
+
+    # The fleet health report: every node ready, serving the pinned revision, no drift.
+    report = json.loads((report_dir / "fleet-health.json").read_text())
+    assert report["ready"] == report["total"] == len(gpu_nodes)
+    for row in report["nodes"]:
+        assert row["ready"], row
+        assert row["revision"] == "eb9eb208eb0d988989d07a6a12d0fdeb5f52574a"
+        assert row["served_model"] == "zai-org/GLM-5.3-Flash"
+        assert row["ttft_ms"] is not None
+        assert row["drift"] == ""
+    markdown = (report_dir / "fleet-health.md").read_text()
+    assert f"{len(gpu_nodes)}/{len(gpu_nodes)} nodes ready." in markdown
+    assert "nodes ready" in run_log(first)  # the table is in the run's output too
+
+    second = runner.playbook(REPO / "site.yml", extravars={"glm_fleet_report_dir": str(report_dir)})
     assert second.status == "successful", run_log(second)
-    assert second.stats["changed"] == {}, f"second run changed something: {second.stats['changed']}"
+    changed = {host: n for host, n in second.stats["changed"].items() if host != "localhost"}
+    assert changed == {}, f"second run changed something: {changed}"
+    assert lab.hub_call("/_lab/stats")["bytes_served"] == hub["bytes_served"], "the second run downloaded again"

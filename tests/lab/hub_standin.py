@@ -16,10 +16,10 @@ RepositoryNotFound. The files are made on start from a fixed seed (config.json, 
 valid safetensors shards of a few MB each), so every run serves the same bytes.
 
 For the tests and the benchmark it also counts the bytes of file content it serves (GET /_lab/stats,
-POST /_lab/reset) and injects faults (POST /_lab/fault with JSON {"kind": "drop"|"flip"|"stall",
-"path": FILE, "count": N, "stall_seconds": S}): drop closes the connection half way through the
-file, flip changes one byte of the content it sends, stall sends half the file and then nothing
-for stall_seconds.
+POST /_lab/reset), lists the sha256 of its files (GET /_lab/files) and injects faults (POST
+/_lab/fault with JSON {"kind": "drop"|"flip"|"stall", "path": FILE, "count": N, "stall_seconds": S}):
+drop closes the connection half way through the file, flip changes one byte of the content it
+sends, stall sends half the file and then nothing for stall_seconds.
 """
 
 from __future__ import annotations
@@ -229,6 +229,10 @@ class HubHandler(BaseHTTPRequestHandler):
         path = url.path
         if path == "/_lab/stats":
             self.send_json(200, self.state.stats())
+            return
+        if path == "/_lab/files":
+            files = [{"path": f.path, "size": len(f.content), "sha256": f.sha256} for f in self.state.files.values()]
+            self.send_json(200, {"files": files})
             return
         with self.state.lock:
             self.state.requests += 1

@@ -355,6 +355,52 @@ def start_hub(gateway: str) -> str:
     return url
 
 
+def hub_call(path: str, body: dict | None = None) -> dict:
+    """The Hub stand-in's lab endpoints: GET /_lab/stats, POST /_lab/reset and /_lab/fault."""
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(f"http://{GATEWAY}:{HUB_PORT}{path}", data=data, method="POST" if data else "GET")
+    with urllib.request.urlopen(request, timeout=10) as resp:  # noqa: S310 - the lab's fixed http:// URL
+        return json.load(resp)
+
+
+def hub_tree() -> list[dict]:
+    """The Hub stand-in's files with path, size and sha256 (its /_lab/files, which counts no bytes)."""
+    return hub_call("/_lab/files")["files"]
+
+
+REGISTRY_LINE = re.compile(r'^(\S+) .* "GET /v2/[^ ]+/blobs/(sha256:[0-9a-f]{64}) HTTP/[0-9.]+" 200 (\d+)')
+
+
+def image_blobs(reference: str) -> list[dict]:
+    """Config and layer descriptors of an image the lab pushed (NAME[:TAG]@DIGEST), from its registry."""
+    name, digest = reference.split("@")
+    repo = name.rsplit(":", 1)[0] if ":" in name.rsplit("/", 1)[-1] else name
+    request = urllib.request.Request(
+        f"http://{GATEWAY}:{REGISTRY_PORT}/v2/{repo}/manifests/{digest}",
+        headers={"Accept": "application/vnd.oci.image.manifest.v1+json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as resp:  # noqa: S310
+        manifest = json.load(resp)
+    return [manifest["config"], *manifest["layers"]]
+
+
+def registry_log_offset() -> int:
+    log_path = registry_paths()["log"]
+    return log_path.stat().st_size if log_path.exists() else 0
+
+
+def registry_blob_bytes(since: int = 0) -> dict[str, int]:
+    """Bytes of image layers the lab registry (Docker Hub's stand-in) served since a log offset, per client."""
+    out: dict[str, int] = {}
+    with registry_paths()["log"].open("rb") as f:
+        f.seek(since)
+        for line in f.read().decode(errors="replace").splitlines():
+            match = REGISTRY_LINE.match(line)
+            if match:
+                out[match.group(1)] = out.get(match.group(1), 0) + int(match.group(3))
+    return out
+
+
 def fetch_wheels() -> None:
     """Wheels of the download client, served to the nodes as a find-links index (PyPI through this
     machine's pip configuration; the nodes themselves reach no package index but Debian's)."""

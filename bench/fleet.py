@@ -1,0 +1,173 @@
+"""Fleet benchmark on a fresh lab: each figure against a baseline measured in the same run.
+
+    python bench/fleet.py [--gpu-nodes 4] [--shard-mib 64]
+
+1. Upstream bytes per rollout: site.yml from scratch on a lab with a site cache and N GPU nodes;
+   bytes the Hub stand-in and the registry stand-in (the upstreams) served, divided by the
+   artifact sizes (weights repository + image layers). Baseline: the same weights fetched
+   directly from the Hub on every node (model_weights without the cache, into scratch dirs).
+2. Weights fetch throughput on a GPU node from the site cache: glm.fleet.hf_snapshot (the role's
+   module) into a scratch cache, bytes / seconds of its fetch; baseline: curl of the same files
+   from the same server on the same node, one after the other.
+3. No-op cost: a second site.yml run's wall time divided by its task-host results; baseline:
+   `ansible all -m ping` on the same lab, wall time per host.
+
+Prints a table; docs/benchmarks.md records a run. `make bench` runs it (and bench/ready_lag.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "lab"))
+
+import lab  # noqa: E402
+
+REVISION = "eb9eb208eb0d988989d07a6a12d0fdeb5f52574a"
+SCRATCH = "/var/tmp"  # noqa: S108 - scratch space on the lab nodes, removed after use
+RECAP = re.compile(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)\s+skipped=(\d+)", re.M)
+
+
+def sh(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, check=False, **kw)  # type: ignore[call-overload]
+
+
+def playbook(*args: str) -> tuple[float, str]:
+    started = time.monotonic()
+    proc = sh(["ansible-playbook", *args])
+    seconds = time.monotonic() - started
+    if proc.returncode != 0:
+        raise SystemExit(f"bench: ansible-playbook {' '.join(args)} failed:\n{proc.stdout[-3000:]}")
+    return seconds, proc.stdout
+
+
+def task_hosts(output: str) -> tuple[int, int]:
+    """(task-host results, changed) from a PLAY RECAP."""
+    results = changed = 0
+    for match in RECAP.finditer(output):
+        ok, chg, _unreach, failed, skipped = (int(g) for g in match.groups()[1:])
+        results += ok + failed + skipped
+        changed += chg
+    return results, changed
+
+
+def node_exec(node: str, script: str) -> str:
+    proc = sh(["docker", "exec", f"{lab.PREFIX}-{node}", "sh", "-c", script])
+    if proc.returncode != 0:
+        raise SystemExit(f"bench: on {node}: {script}\n{proc.stderr}")
+    return proc.stdout
+
+
+def direct_weights(gpu_nodes: list[str]) -> int:
+    """Hub bytes when every node fetches the weights itself (the role without a site cache)."""
+    lab.hub_call("/_lab/reset", {})
+    extravars = json.dumps(
+        {
+            "target": "gpu_nodes",
+            "role": "glm.fleet.model_weights",
+            "model_weights_mirror_url": "",
+            "model_weights_hf_home": f"{SCRATCH}/bench-direct/hf",
+            "model_weights_state_dir": f"{SCRATCH}/bench-direct/state",
+        }
+    )
+    playbook("tests/integration/playbooks/apply_role.yml", "-e", extravars)
+    for node in gpu_nodes:
+        node_exec(node, "rm -rf /var/tmp/bench-direct")
+    return int(lab.hub_call("/_lab/stats")["bytes_served"])
+
+
+def fetch_throughput(node: str) -> tuple[float, float, int]:
+    """(module MB/s, curl MB/s, bytes) on one node from the site cache's weights server."""
+    base = f"http://{lab.SITE_CACHE_ADDRESS}:8081/weights/zai-org/GLM-5.3-Flash/{REVISION}"
+    args = {
+        "repo_id": "zai-org/GLM-5.3-Flash",
+        "revision": REVISION,
+        "cache_dir": f"{SCRATCH}/bench-fetch/hub",
+        "state_dir": f"{SCRATCH}/bench-fetch/state",
+        "source": "mirror",
+        "endpoint": f"http://{lab.SITE_CACHE_ADDRESS}:8081/weights",
+    }
+    node_exec(node, "rm -rf /var/tmp/bench-fetch")
+    proc = sh(["ansible", node, "--become", "-m", "glm.fleet.hf_snapshot", "-a", json.dumps(args), "-o"])
+    if proc.returncode != 0:
+        raise SystemExit(f"bench: hf_snapshot failed on {node}:\n{proc.stdout[-2000:]}")
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith(f"{node} | ") and "=>" in ln)
+    result = json.loads(line.split("=>", 1)[1])
+    module_rate = result["fetched_bytes"] / result["seconds"]
+    files = [f["path"] for f in result["manifest"]["files"]]
+    script = (
+        "mkdir -p /var/tmp/bench-curl && cd /var/tmp/bench-curl && start=$(date +%s.%N) && "
+        + " && ".join(f"curl -sSf -o {i} {base}/{path}" for i, path in enumerate(files))
+        + " && end=$(date +%s.%N) && echo $start $end && rm -rf /var/tmp/bench-curl /var/tmp/bench-fetch"
+    )
+    start, end = (float(x) for x in node_exec(node, script).split())
+    return module_rate / 1e6, result["fetched_bytes"] / (end - start) / 1e6, result["fetched_bytes"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--gpu-nodes", type=int, default=4)
+    parser.add_argument("--shard-mib", type=float, default=64.0)
+    args = parser.parse_args(argv)
+    os.environ["GLM_LAB_HUB_SHARD_MIB"] = str(args.shard_mib)
+    os.environ["PATH"] = f"{REPO / '.venv' / 'bin'}:{os.environ['PATH']}"
+
+    print(f"bench: fresh lab with {args.gpu_nodes} GPU nodes, a site cache and a laptop", flush=True)
+    state = lab.up(args.gpu_nodes)
+    gpu_nodes = [n["name"] for n in state["nodes"] if n["group"] == "gpu_nodes"]
+    image = json.loads((lab.STATE_DIR / "services.json").read_text())["sglang_image"]
+    image_bytes = sum(int(b["size"]) for b in lab.image_blobs(image))
+    repo_bytes = int(lab.hub_call("/_lab/stats")["repo_bytes"])
+
+    lab.hub_call("/_lab/reset", {})
+    offset = lab.registry_log_offset()
+    first_s, _first_out = playbook("site.yml")
+    hub_bytes = int(lab.hub_call("/_lab/stats")["bytes_served"])
+    registry_bytes = sum(lab.registry_blob_bytes(offset).values())
+    rollout_ratio = (hub_bytes + registry_bytes) / (repo_bytes + image_bytes)
+    direct_ratio = direct_weights(gpu_nodes) / repo_bytes
+
+    module_rate, curl_rate, fetched = fetch_throughput(gpu_nodes[-1])
+
+    noop_s, noop_out = playbook("site.yml")
+    results, changed = task_hosts(noop_out)
+    hosts = len(state["nodes"])
+    started = time.monotonic()
+    ping = sh(["ansible", "all", "-m", "ansible.builtin.ping"])
+    ping_s = time.monotonic() - started
+    if ping.returncode != 0:
+        raise SystemExit(f"bench: ping failed:\n{ping.stdout}")
+    per_task_host = noop_s / results
+    per_ping = ping_s / hosts
+
+    rows = [
+        ("site.yml first run, fresh lab", f"{first_s:.1f} s", ""),
+        ("upstream bytes / artifact size, with the site cache", f"{rollout_ratio:.3f}", "goal <= 1.05"),
+        ("  weights from the Hub stand-in / repository", f"{hub_bytes / repo_bytes:.3f}", ""),
+        ("  image layers from the registry stand-in / image", f"{registry_bytes / image_bytes:.3f}", ""),
+        (f"baseline: weights fetched directly by {len(gpu_nodes)} nodes / repository", f"{direct_ratio:.3f}", ""),
+        (f"weights fetch from the site cache, hf_snapshot ({fetched / 1e6:.0f} MB)", f"{module_rate:.0f} MB/s", ""),
+        ("baseline: curl of the same files from the same server", f"{curl_rate:.0f} MB/s", ""),
+        ("ratio hf_snapshot / curl", f"{module_rate / curl_rate:.2f}", "goal >= 0.8"),
+        (f"no-op site.yml rerun ({results} task-host results, changed={changed})", f"{noop_s:.1f} s", ""),
+        ("  per task-host", f"{per_task_host:.3f} s", "goal <= 0.15 s"),
+        (f"baseline: ansible all -m ping ({hosts} hosts), per host", f"{per_ping:.3f} s", ""),
+        ("ratio no-op per task-host / ping per host", f"{per_task_host / per_ping:.2f}", ""),
+    ]
+    width = max(len(r[0]) for r in rows)
+    print(f"\n{'figure':<{width}}  {'value':>10}  goal")
+    for name, value, goal in rows:
+        print(f"{name:<{width}}  {value:>10}  {goal}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,169 @@
+"""The artifact stage under faults (Hub stand-in and registry on the lab): a dropped connection, a
+flipped byte and a stall are survived and verified; a wrong token, an unknown revision, a gated
+repository without a token and a registry mirror that is down fail with a clear message."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from conftest import REPO, Runner, lab, run_log
+
+PLAYBOOK = REPO / "tests" / "integration" / "playbooks" / "apply_role.yml"
+TARGET = "gpu-2"
+REVISION = "eb9eb208eb0d988989d07a6a12d0fdeb5f52574a"
+
+
+def node_exec(node: str, *cmd: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["docker", "exec", f"{lab.PREFIX}-{node}", *cmd], check=check, capture_output=True, text=True)
+
+
+@pytest.fixture
+def scratch(request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
+    """model_weights into a scratch HF_HOME on the target, straight from the Hub stand-in."""
+    base = f"/var/tmp/glm-fault-{request.node.name.split('[')[0][-40:]}"  # noqa: S108 - on the lab node
+    node_exec(TARGET, "rm", "-rf", base)
+    lab.hub_call("/_lab/reset", {})
+    yield {
+        "target": TARGET,
+        "role": "glm.fleet.model_weights",
+        "model_weights_hf_home": f"{base}/hf",
+        "model_weights_state_dir": f"{base}/state",
+        "model_weights_mirror_url": "",
+        "model_weights_stall_timeout": 3,
+    }
+    node_exec(TARGET, "rm", "-rf", base)
+    lab.hub_call("/_lab/reset", {})
+
+
+def snapshot_result(run: Any) -> dict[str, Any]:
+    for event in run.events:
+        res = event.get("event_data", {}).get("res", {})
+        if event.get("event") in ("runner_on_ok", "runner_on_failed") and ("fetched" in res or "manifest" in res):
+            return res
+    raise AssertionError("no glm.fleet.hf_snapshot result in the run:\n" + run_log(run))
+
+
+def failure_message(run: Any) -> str:
+    messages = [
+        e["event_data"]["res"].get("msg", "")
+        for e in run.events
+        if e.get("event") == "runner_on_failed" and e["event_data"].get("host") == TARGET
+    ]
+    assert messages, run_log(run)
+    return messages[-1]
+
+
+def assert_snapshot_verifies(scratch: dict[str, Any]) -> None:
+    """Every file on the node has the content the Hub stand-in publishes (sha256 of the bytes)."""
+    tree = lab.hub_tree()
+    snapshot = f"{scratch['model_weights_hf_home']}/hub/models--zai-org--GLM-5.3-Flash/snapshots/{REVISION}"
+    out = node_exec(TARGET, "sh", "-c", f"cd {snapshot} && sha256sum -- *").stdout
+    on_node = {line.split()[1]: line.split()[0] for line in out.splitlines()}
+    assert on_node == {entry["path"]: entry["sha256"] for entry in tree}
+
+
+@pytest.mark.parametrize(
+    ("kind", "shard", "seen"),
+    [
+        ("drop", "model-00001-of-00004.safetensors", None),  # the client resumes with a Range request
+        ("flip", "model-00002-of-00004.safetensors", "corrupt"),
+        ("stall", "model-00003-of-00004.safetensors", "stalls"),
+    ],
+)
+def test_a_faulty_download_is_survived_and_verified(
+    runner: Runner, scratch: dict[str, Any], kind: str, shard: str, seen: str | None
+) -> None:
+    lab.hub_call("/_lab/fault", {"kind": kind, "path": shard, "stall_seconds": 20})
+    run = runner.playbook(PLAYBOOK, extravars=scratch)
+    assert run.status == "successful", run_log(run)
+    assert lab.hub_call("/_lab/stats")["faults_fired"] == [f"{kind}:{shard}"]
+    result = snapshot_result(run)
+    report = next(r for r in result["fetched"] if r["path"] == shard)
+    if seen is not None:
+        assert report[seen] >= 1, report
+    assert report["attempts"] >= (2 if seen else 1), report
+    assert_snapshot_verifies(scratch)
+
+    again = runner.playbook(PLAYBOOK, extravars=scratch)
+    assert again.status == "successful", run_log(again)
+    assert again.stats["changed"] == {}, "the second run fetched again"
+
+
+def test_an_interrupted_run_resumes_without_fetching_finished_files(runner: Runner, scratch: dict[str, Any]) -> None:
+    """Kill a run half way (its download child and the task); the next run fetches only what is missing."""
+    lab.hub_call("/_lab/fault", {"kind": "stall", "path": "model-00003-of-00004.safetensors", "stall_seconds": 60})
+    slow = {**scratch, "model_weights_stall_timeout": 30, "model_weights_retries": 1}
+    first = runner.playbook(PLAYBOOK, extravars=slow, timeout=25)
+    assert first.status in ("failed", "timeout"), run_log(first)
+    node_exec(TARGET, "pkill", "-f", "hf_hub_download", check=False)
+    done = lab.hub_call("/_lab/stats")["per_file"]
+    lab.hub_call("/_lab/reset", {})
+    second = runner.playbook(PLAYBOOK, extravars=scratch)
+    assert second.status == "successful", run_log(second)
+    refetched = lab.hub_call("/_lab/stats")["per_file"]
+    finished = {"model-00001-of-00004.safetensors", "model-00002-of-00004.safetensors"}
+    assert finished <= set(done), done
+    assert not finished & set(refetched), f"finished files were fetched again: {refetched}"
+    assert_snapshot_verifies(scratch)
+
+
+@pytest.mark.parametrize(
+    ("extravars", "expected"),
+    [
+        ({"model_weights_hf_token": "hf_wrong_token"}, ["refused the token", "model_weights_hf_token"]),
+        ({"model_weights_hf_token": ""}, ["is gated", "model_weights_hf_token"]),
+        ({"model_weights_revision": "0" * 40}, ["does not exist", "model_weights_revision"]),
+        ({"model_weights_revision": "main"}, ["model_weights_revision must be a full 40-hex commit", "got: main"]),
+        (
+            {"model_weights_revision": "eb9eb20"},
+            ["model_weights_revision must be a full 40-hex commit", "got: eb9eb20"],
+        ),
+    ],
+    ids=["wrong-token", "gated-without-token", "unknown-revision", "branch-name", "short-sha"],
+)
+def test_weights_refusals_are_clear(
+    runner: Runner, scratch: dict[str, Any], extravars: dict, expected: list[str]
+) -> None:
+    run = runner.playbook(PLAYBOOK, extravars={**scratch, **extravars})
+    assert run.status == "failed", run_log(run)
+    message = failure_message(run)
+    for part in expected:
+        assert part in message, message
+    assert (lab.STATE_DIR / "hf_token").read_text().strip() not in run_log(run)
+    assert lab.hub_call("/_lab/stats")["bytes_served"] == 0 or "does not exist" in message
+
+
+@pytest.mark.parametrize(
+    ("reference", "expected"),
+    [
+        ("lmsysorg/sglang:glm-5.3-flash", "sglang_image_reference must be pinned by digest"),
+        ("lmsysorg/sglang@sha256:abc", "got: lmsysorg/sglang@sha256:abc"),
+    ],
+    ids=["tag-only", "short-digest"],
+)
+def test_image_references_must_be_pinned(runner: Runner, reference: str, expected: str) -> None:
+    run = runner.playbook(PLAYBOOK, extravars={"target": TARGET, "role": "glm.fleet.sglang_image",
+                                               "sglang_image_reference": reference})  # fmt: skip
+    assert run.status == "failed", run_log(run)
+    assert expected in failure_message(run)
+    assert run.stats["changed"] == {}
+
+
+@pytest.fixture
+def mirror_down() -> Iterator[None]:
+    node_exec("cache-1", "systemctl", "stop", "docker-registry")
+    yield
+    node_exec("cache-1", "systemctl", "start", "docker-registry")
+
+
+@pytest.mark.usefixtures("mirror_down")
+def test_a_registry_mirror_that_is_down_fails_clearly_after_retries(runner: Runner) -> None:
+    missing = "lmsysorg/sglang:not-there@sha256:" + "0" * 64  # not on the node: the engine must pull it
+    run = runner.playbook(PLAYBOOK, extravars={"target": TARGET, "role": "glm.fleet.sglang_image",
+                                               "sglang_image_reference": missing})  # fmt: skip
+    assert run.status == "failed", run_log(run)
+    message = failure_message(run)
+    assert f"pulling {missing} failed after 3 attempts" in message, message
