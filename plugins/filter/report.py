@@ -98,7 +98,7 @@ def fleet_report_table(rows: list[dict[str, Any]]) -> list[str]:
 
 def fleet_report_markdown(rows: list[dict[str, Any]]) -> str:
     head = "| " + " | ".join(title for _name, title in COLUMNS) + " |"
-    rule = "|" + "|".join(" --- " for _ in COLUMNS) + "|"
+    rule = "|" + "|".join(" --- " for _column in COLUMNS) + "|"
     body = ["| " + " | ".join(cell(r.get(name)).replace("|", "\\|") for name, _t in COLUMNS) + " |" for r in rows]
     ready = sum(1 for r in rows if r["ready"])
     return "\n".join(["# Fleet health", "", f"{ready}/{len(rows)} nodes ready.", "", head, rule, *body]) + "\n"
