@@ -82,6 +82,8 @@ molecule: engine ## every molecule scenario (systemd containers from the lab ima
 # In fleet order: the lab itself, refusals on fresh nodes, site.yml from scratch, then what runs on it.
 INTEGRATION_TESTS := test_lab test_refusals test_site test_server test_artifacts test_faults test_claude_code
 
+# The integration tests run on the fleet shape of a real site: 4 GPU nodes, a site cache, a laptop.
+integration: GLM_LAB_GPU_NODES = 4
 integration: lab-up ## the lab-level tests, driven by ansible-runner
 	pytest $(foreach t,$(INTEGRATION_TESTS),tests/integration/$(t).py)
 

@@ -34,7 +34,7 @@ from ansible.module_utils.urls import open_url
 
 REVISION_RE = re.compile(r"[0-9a-f]{40}")
 REPO_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
-CHUNK = 1024 * 1024
+CHUNK = 4 * 1024 * 1024
 MANIFEST_SUFFIX = ".manifest.json"
 
 
@@ -165,20 +165,44 @@ class Paths:
         return self.snapshot / entry.path
 
 
-def file_digests(path: Path) -> tuple[str, str]:
-    """(sha256, git blob id) of a file, in one pass."""
-    size = path.stat().st_size
-    sha = hashlib.sha256()
-    git = hashlib.sha1(b"blob %d\0" % size)  # noqa: S324 - git's object id, not a security hash
-    with path.open("rb") as f:
-        while chunk := f.read(CHUNK):
-            sha.update(chunk)
-            git.update(chunk)
-    return sha.hexdigest(), git.hexdigest()
+class Digest:
+    """What verifies one file: its sha256 (LFS files, and recorded for all), and for the others the
+    git blob id the Hub publishes for them. Fed while downloading or from the file on disk."""
 
+    def __init__(self, entry: Entry) -> None:
+        self.entry = entry
+        self.sha = hashlib.sha256()
+        # git's object id, not a security hash; only for files the Hub publishes no sha256 of
+        self.git = None if entry.lfs else hashlib.sha1(b"blob %d\0" % entry.size)  # noqa: S324
 
-def digest_matches(entry: Entry, sha256: str, git_oid: str) -> bool:
-    return sha256 == entry.sha256 if entry.lfs else git_oid == entry.git_oid
+    def update(self, chunk: bytes | memoryview) -> None:
+        self.sha.update(chunk)
+        if self.git is not None:
+            self.git.update(chunk)
+
+    def feed_file(self, path: Path, limit: int | None = None) -> Digest:
+        remaining = path.stat().st_size if limit is None else limit
+        with path.open("rb") as f:
+            while remaining > 0 and (chunk := f.read(min(CHUNK, remaining))):
+                self.update(chunk)
+                remaining -= len(chunk)
+        return self
+
+    @property
+    def sha256(self) -> str:
+        return self.sha.hexdigest()
+
+    @property
+    def found(self) -> str:
+        """The digest compared with the Hub's: sha256 for LFS files, the git blob id otherwise."""
+        return self.sha.hexdigest() if self.git is None else self.git.hexdigest()
+
+    @property
+    def wanted(self) -> str:
+        return self.entry.sha256 or self.entry.git_oid
+
+    def matches(self) -> bool:
+        return self.found == self.wanted
 
 
 def stat_key(path: Path) -> dict[str, int]:
@@ -215,10 +239,10 @@ def local_status(paths: Paths, entry: Entry, record: dict | None, full: bool) ->
     unchanged = record is not None and all(record.get(k) == v for k, v in key.items())
     if not full and unchanged and record is not None and record.get("etag") == entry.etag:
         return "ok", record
-    sha, git = file_digests(target)
-    if not digest_matches(entry, sha, git):
+    digest = Digest(entry).feed_file(target)
+    if not digest.matches():
         return "corrupt", None
-    return "ok", {**key, "etag": entry.etag, "sha256": sha}
+    return "ok", {**key, "etag": entry.etag, "sha256": digest.sha256}
 
 
 def remove_local(paths: Paths, entry: Entry, keep: str = "") -> None:
@@ -420,23 +444,31 @@ def http_fetch(
     *,
     on_bytes: Callable[[int], None] | None = None,
     headers: dict[str, str] | None = None,
+    digest: Digest | None = None,
 ) -> None:
-    """Download url into dest, resuming from dest's size with a Range request.
+    """Download url into dest, resuming from dest's size with a Range request, feeding `digest`
+    with every byte of the file (a resumed file's first part from disk) so it is hashed once.
 
     A read that waits longer than timeout raises (the stall watchdog of this source)."""
     have = dest.stat().st_size if dest.exists() else 0
     if have > expected_size:
         dest.unlink()
         have = 0
-    if have == expected_size:
-        return
     ranged = {"Range": f"bytes={have}-"} if have else {}
+    if have == expected_size:
+        if digest is not None:
+            digest.feed_file(dest)
+        return
     with open_url(url, headers={**(headers or {}), **ranged}, timeout=timeout) as resp:
         if have and resp.status != 206:
             have = 0  # the server ignored the Range: start over
+        if have and digest is not None:
+            digest.feed_file(dest, limit=have)
         with dest.open("ab" if have else "wb") as out:
             while chunk := resp.read(CHUNK):
                 out.write(chunk)
+                if digest is not None:
+                    digest.update(chunk)
                 have += len(chunk)
                 if on_bytes is not None:
                     on_bytes(have)

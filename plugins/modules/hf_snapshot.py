@@ -171,6 +171,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.glm.fleet.plugins.module_utils._hf_snapshot import (
     CHILD,
+    Digest,
     Entry,
     FetchReport,
     HubRefused,
@@ -179,9 +180,7 @@ from ansible_collections.glm.fleet.plugins.module_utils._hf_snapshot import (
     check_repo_id,
     check_revision,
     child_env,
-    digest_matches,
     entries_from_manifest,
-    file_digests,
     http_fetch,
     http_json,
     hub_tree,
@@ -285,10 +284,11 @@ class Snapshot:
             raise SnapshotError(f"no progress for {self.p['stall_timeout']} s")
         parse_child(watch.stdout, watch.stderr, watch.rc or 0, f"download {entry.path}")
 
-    def attempt_mirror(self, entry: Entry, started: float) -> None:
+    def attempt_mirror(self, entry: Entry, started: float) -> Digest:
         self.paths.blobs.mkdir(parents=True, exist_ok=True)
         partial = self.paths.blobs / self.partial_name(entry)
         url = mirror_url(self.p["endpoint"], self.p["repo_id"], self.p["revision"], entry.path)
+        digest = Digest(entry)
         try:
             http_fetch(
                 url,
@@ -296,32 +296,33 @@ class Snapshot:
                 entry.size,
                 self.p["stall_timeout"],
                 on_bytes=lambda done: self.write_progress(entry, done, started),
+                digest=digest,
             )
         except OSError as err:
             raise SnapshotError(f"{url}: {err}") from err
         os.replace(partial, self.paths.blob(entry))
+        return digest
 
     def fetch(self, entry: Entry) -> tuple[FetchReport, dict]:
         report = FetchReport(path=entry.path, bytes=entry.size, seconds=0.0)
         started = time.monotonic()
         for report.attempts in range(1, self.p["retries"] + 1):
             try:
+                blob = self.paths.blob(entry)
                 if self.p["source"] == "hub":
                     self.attempt_hub(entry, report, started)
+                    if not blob.exists():
+                        raise SnapshotError(f"the download left no blob at {blob}")
+                    digest = Digest(entry).feed_file(blob)
                 else:
-                    self.attempt_mirror(entry, started)
-                blob = self.paths.blob(entry)
-                if not blob.exists():
-                    raise SnapshotError(f"the download left no blob at {blob}")
-                sha, git = file_digests(blob)
-                if not digest_matches(entry, sha, git):
+                    digest = self.attempt_mirror(entry, started)  # hashed while it downloaded
+                if not digest.matches():
                     report.corrupt += 1
                     remove_local(self.paths, entry)
-                    want = entry.sha256 if entry.lfs else entry.git_oid
-                    raise SnapshotError(f"content does not verify: expected {want}, got {sha if entry.lfs else git}")
+                    raise SnapshotError(f"content does not verify: expected {digest.wanted}, got {digest.found}")
                 link_blob(self.paths, entry)
                 report.seconds = round(time.monotonic() - started, 3)
-                return report, {**stat_key(blob), "etag": entry.etag, "sha256": sha}
+                return report, {**stat_key(blob), "etag": entry.etag, "sha256": digest.sha256}
             except HubRefused:
                 raise
             except SnapshotError as err:

@@ -199,6 +199,9 @@ def test_http_fetch_resumes_after_a_dropped_connection(hub: tuple[str, hub_stand
         hs.http_fetch(resolve_url(base, name), dest, len(want), timeout=5, headers=auth)
     assert 0 < dest.stat().st_size < len(want)
     before = state.bytes_served
-    hs.http_fetch(resolve_url(base, name), dest, len(want), timeout=5, headers=auth)
+    repo_file = state.files[name]
+    digest = hs.Digest(hs.Entry(name, len(want), repo_file.git_oid, repo_file.sha256))
+    hs.http_fetch(resolve_url(base, name), dest, len(want), timeout=5, headers=auth, digest=digest)
     assert dest.read_bytes() == want
+    assert digest.matches()  # the resumed part was hashed from disk, the rest as it arrived
     assert state.bytes_served - before == len(want) // 2 + len(want) % 2  # only the missing half again
