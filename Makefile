@@ -97,5 +97,5 @@ clean: lab-down
 	rm -rf build .ansible tests/output
 
 bench: venv engine ## benchmark table on a fresh 4-GPU-node lab (fleet figures, then ready-detection lag)
-	$(BIN)/python bench/fleet.py --gpu-nodes 4 --shard-mib 64
+	$(BIN)/python bench/fleet.py --gpu-nodes 4 --shard-mib 256
 	$(BIN)/python bench/ready_lag.py --rounds 5

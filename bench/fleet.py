@@ -84,8 +84,12 @@ def direct_weights(gpu_nodes: list[str]) -> int:
     return int(lab.hub_call("/_lab/stats")["bytes_served"])
 
 
-def fetch_throughput(node: str) -> tuple[float, float, int]:
-    """(module MB/s, curl MB/s, bytes) on one node from the site cache's weights server."""
+def fetch_throughput(node: str) -> tuple[float, float, float, int]:
+    """(task MB/s, in-module MB/s, curl MB/s, bytes) on one node from the site cache's weights server.
+
+    The task figure is the action's own clock from its first download to its last verification
+    (two module runs: fetch, then verify-and-record); the in-module one adds up the per-file
+    seconds (download and hash), without Ansible's module start-up."""
     base = f"http://{lab.SITE_CACHE_ADDRESS}:8081/weights/zai-org/GLM-5.3-Flash/{REVISION}"
     args = {
         "repo_id": "zai-org/GLM-5.3-Flash",
@@ -102,6 +106,7 @@ def fetch_throughput(node: str) -> tuple[float, float, int]:
     line = next(ln for ln in proc.stdout.splitlines() if ln.startswith(f"{node} | ") and "=>" in ln)
     result = json.loads(line.split("=>", 1)[1])
     module_rate = result["fetched_bytes"] / result["seconds"]
+    inner_rate = result["fetched_bytes"] / sum(f["seconds"] for f in result["fetched"])
     files = [f["path"] for f in result["manifest"]["files"]]
     script = (
         "mkdir -p /var/tmp/bench-curl && cd /var/tmp/bench-curl && start=$(date +%s.%N) && "
@@ -109,7 +114,8 @@ def fetch_throughput(node: str) -> tuple[float, float, int]:
         + " && end=$(date +%s.%N) && echo $start $end && rm -rf /var/tmp/bench-curl /var/tmp/bench-fetch"
     )
     start, end = (float(x) for x in node_exec(node, script).split())
-    return module_rate / 1e6, result["fetched_bytes"] / (end - start) / 1e6, result["fetched_bytes"]
+    curl_rate = result["fetched_bytes"] / (end - start)
+    return module_rate / 1e6, inner_rate / 1e6, curl_rate / 1e6, result["fetched_bytes"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -135,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     rollout_ratio = (hub_bytes + registry_bytes) / (repo_bytes + image_bytes)
     direct_ratio = direct_weights(gpu_nodes) / repo_bytes
 
-    module_rate, curl_rate, fetched = fetch_throughput(gpu_nodes[-1])
+    module_rate, inner_rate, curl_rate, fetched = fetch_throughput(gpu_nodes[-1])
 
     noop_s, noop_out = playbook("site.yml")
     results, changed = task_hosts(noop_out)
@@ -154,9 +160,15 @@ def main(argv: list[str] | None = None) -> int:
         ("  weights from the Hub stand-in / repository", f"{hub_bytes / repo_bytes:.3f}", ""),
         ("  image layers from the registry stand-in / image", f"{registry_bytes / image_bytes:.3f}", ""),
         (f"baseline: weights fetched directly by {len(gpu_nodes)} nodes / repository", f"{direct_ratio:.3f}", ""),
-        (f"weights fetch from the site cache, hf_snapshot ({fetched / 1e6:.0f} MB)", f"{module_rate:.0f} MB/s", ""),
+        (
+            f"weights fetch from the site cache, hf_snapshot task ({fetched / 1e6:.0f} MB)",
+            f"{module_rate:.0f} MB/s",
+            "",
+        ),
+        ("  the same, inside the module (download + verify)", f"{inner_rate:.0f} MB/s", ""),
         ("baseline: curl of the same files from the same server", f"{curl_rate:.0f} MB/s", ""),
-        ("ratio hf_snapshot / curl", f"{module_rate / curl_rate:.2f}", "goal >= 0.8"),
+        ("ratio hf_snapshot task / curl", f"{module_rate / curl_rate:.2f}", "goal >= 0.8"),
+        ("ratio inside the module / curl", f"{inner_rate / curl_rate:.2f}", ""),
         (f"no-op site.yml rerun ({results} task-host results, changed={changed})", f"{noop_s:.1f} s", ""),
         ("  per task-host", f"{per_task_host:.3f} s", "goal <= 0.15 s"),
         (f"baseline: ansible all -m ping ({hosts} hosts), per host", f"{per_ping:.3f} s", ""),

@@ -20,9 +20,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import queue
 import re
 import signal
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -203,6 +205,32 @@ class Digest:
 
     def matches(self) -> bool:
         return self.found == self.wanted
+
+
+class HashPipe:
+    """Feeds a Digest from a thread of its own, so that hashing (hashlib releases the GIL) overlaps
+    receiving and writing: a verified download then runs at the speed of the slower of the two."""
+
+    def __init__(self, digest: Digest | None) -> None:
+        self.digest = digest
+        self.chunks: queue.Queue[bytes | None] = queue.Queue(maxsize=8)
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        if digest is not None:
+            self.thread.start()
+
+    def run(self) -> None:
+        assert self.digest is not None
+        while (chunk := self.chunks.get()) is not None:
+            self.digest.update(chunk)
+
+    def put(self, chunk: bytes) -> None:
+        if self.digest is not None:
+            self.chunks.put(chunk)
+
+    def close(self) -> None:
+        if self.digest is not None:
+            self.chunks.put(None)
+            self.thread.join()
 
 
 def stat_key(path: Path) -> dict[str, int]:
@@ -464,14 +492,17 @@ def http_fetch(
             have = 0  # the server ignored the Range: start over
         if have and digest is not None:
             digest.feed_file(dest, limit=have)
-        with dest.open("ab" if have else "wb") as out:
-            while chunk := resp.read(CHUNK):
-                out.write(chunk)
-                if digest is not None:
-                    digest.update(chunk)
-                have += len(chunk)
-                if on_bytes is not None:
-                    on_bytes(have)
+        pipe = HashPipe(digest)
+        try:
+            with dest.open("ab" if have else "wb") as out:
+                while chunk := resp.read(CHUNK):
+                    pipe.put(chunk)
+                    out.write(chunk)
+                    have += len(chunk)
+                    if on_bytes is not None:
+                        on_bytes(have)
+        finally:
+            pipe.close()
     if have != expected_size:
         raise SnapshotError(f"{url}: connection closed after {have} of {expected_size} bytes")
 
