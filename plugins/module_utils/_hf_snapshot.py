@@ -219,9 +219,11 @@ class HashPipe:
             self.thread.start()
 
     def run(self) -> None:
-        assert self.digest is not None
+        digest = self.digest
+        if digest is None:
+            return
         while (chunk := self.chunks.get()) is not None:
-            self.digest.update(chunk)
+            digest.update(chunk)
 
     def put(self, chunk: bytes) -> None:
         if self.digest is not None:
