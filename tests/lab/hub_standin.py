@@ -79,7 +79,9 @@ def safetensors(name: str, size: int, rng: random.Random) -> bytes:
         {"__metadata__": {"format": "pt"}, name: {"dtype": "F8_E4M3", "shape": [size], "data_offsets": [0, size]}}
     ).encode()
     header += b" " * (-len(header) % 8)
-    return struct.pack("<Q", len(header)) + header + rng.randbytes(size)
+    piece = 16 * 1024 * 1024  # randbytes takes at most 2**31 bits at a time
+    data = b"".join(rng.randbytes(min(piece, size - offset)) for offset in range(0, size, piece))
+    return struct.pack("<Q", len(header)) + header + data
 
 
 def make_repo(shards: int, shard_bytes: int) -> dict[str, RepoFile]:
