@@ -46,6 +46,8 @@ import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import yaml
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import aptrepo
 import oci
@@ -67,8 +69,18 @@ REGISTRY_PORT = 5000
 HTTP_PORT = 8080
 HUB_PORT = 8090
 SITE_CACHE_ADDRESS = "172.30.253.50"
-# The download client the model_weights role installs on nodes (model_weights defaults pin the same).
-WHEELS = ["huggingface_hub==2.4.0", "hf_xet==1.8.0"]
+MODEL_WEIGHTS_DEFAULTS = REPO / "roles" / "model_weights" / "defaults" / "main.yml"
+
+
+def client_wheels() -> list[str]:
+    """The download client the model_weights role installs on nodes, at the versions its defaults pin."""
+    defaults = yaml.safe_load(MODEL_WEIGHTS_DEFAULTS.read_text())
+    return [
+        f"huggingface_hub=={defaults['model_weights_huggingface_hub_version']}",
+        f"hf_xet=={defaults['model_weights_hf_xet_version']}",
+    ]
+
+
 WWW = STATE_DIR / "www"
 MAX_GPU_NODES = 8
 SMOKE_REPO = "glm-fleet-lab/smoke"
@@ -406,11 +418,12 @@ def fetch_wheels() -> None:
     machine's pip configuration; the nodes themselves reach no package index but Debian's)."""
     wheels = WWW / "wheels"
     marker = wheels / ".requirements"
-    if marker.exists() and marker.read_text() == "\n".join(WHEELS):
+    wanted = client_wheels()
+    if marker.exists() and marker.read_text() == "\n".join(wanted):
         return
     wheels.mkdir(parents=True, exist_ok=True)
-    run([sys.executable, "-m", "pip", "download", "--quiet", "--only-binary", ":all:", "-d", str(wheels), *WHEELS])
-    marker.write_text("\n".join(WHEELS))
+    run([sys.executable, "-m", "pip", "download", "--quiet", "--only-binary", ":all:", "-d", str(wheels), *wanted])
+    marker.write_text("\n".join(wanted))
 
 
 def smoke_image() -> oci.Image:

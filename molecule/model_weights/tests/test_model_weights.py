@@ -8,6 +8,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[3]
 REVISION = "eb9eb208eb0d988989d07a6a12d0fdeb5f52574a"
@@ -47,10 +48,12 @@ def test_every_file_is_there_and_verifies(host, entry: dict) -> None:  # noqa: A
 
 
 def test_client_is_the_pinned_huggingface_hub(host) -> None:  # noqa: ANN001
-    out = host.check_output(
-        "/opt/glm-fleet/hf/bin/python -c 'import huggingface_hub, hf_xet; print(huggingface_hub.__version__)'"
-    )
-    assert out == "2.4.0"
+    defaults = yaml.safe_load((REPO / "roles" / "model_weights" / "defaults" / "main.yml").read_text())
+    python = "/opt/glm-fleet/hf/bin/python"
+    hub = host.check_output(f"{python} -c 'import huggingface_hub; print(huggingface_hub.__version__)'")
+    xet = host.check_output(f"{python} -m pip show hf_xet | sed -n 's/^Version: //p'")
+    assert hub == defaults["model_weights_huggingface_hub_version"]
+    assert xet == defaults["model_weights_hf_xet_version"]
 
 
 def test_no_partial_downloads_left(host) -> None:  # noqa: ANN001
