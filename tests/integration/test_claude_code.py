@@ -5,15 +5,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 import subprocess
 import time
 from typing import Any
 
 import pytest
+import yaml
 from conftest import REPO, Runner, lab, run_log
 
 SERVED = "zai-org/GLM-5.3-Flash"
 UNIT = "pareto-glm53-flash"
+# The lab's context length (its inventory owns it) and the profiles' output budget (role default).
+CONTEXT = yaml.safe_load((REPO / "inventories/lab/group_vars/all/lab.yml").read_text())["sglang_server_context_length"]
+OUTPUT_BUDGET = yaml.safe_load((REPO / "roles/claude_code/defaults/main.yml").read_text())[
+    "claude_code_max_output_tokens"
+]
 
 
 def in_node(container: str, *cmd: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -28,6 +35,21 @@ def onboarded(lab_state: dict[str, Any], tmp_path_factory: pytest.TempPathFactor
         assert run.status == "successful", run_log(run)
     nodes = {n["name"]: n for n in lab_state["nodes"]}
     return {"laptop": nodes["laptop-1"]["container"], "server": nodes["gpu-1"]["container"]}
+
+
+def as_developer(laptop: str, script: str) -> subprocess.CompletedProcess[str]:
+    """A shell script run by the developer `dev` on the laptop, in a login shell."""
+    return subprocess.run(
+        ["docker", "exec", "-i", laptop, "su", "-", "dev", "-c", "bash -euo pipefail -s"],
+        input=script, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+
+
+def server_requests(server: str, since: str) -> list[dict[str, Any]]:
+    """The /v1/messages requests the stand-in logged since `since` (one JSON line per request)."""
+    journal = in_node(server, "journalctl", "-u", UNIT, "-o", "cat", "--no-pager", f"--since={since}")
+    requests = [json.loads(line) for line in journal.stdout.splitlines() if line.startswith("{")]
+    return [r for r in requests if r["path"].startswith("/v1/messages") and "count_tokens" not in r["path"]]
 
 
 def test_claude_code_answers_from_the_fleet(onboarded: dict[str, str]) -> None:
@@ -48,6 +70,56 @@ def test_claude_code_answers_from_the_fleet(onboarded: dict[str, str]) -> None:
         assert request["token_sha256"] == hashlib.sha256(key.encode()).hexdigest()
         assert request["x_api_key"] is False  # ANTHROPIC_AUTH_TOKEN, not ANTHROPIC_API_KEY
         assert request["model"] == SERVED
+
+
+def test_a_long_session_compacts_before_the_server_would_refuse(onboarded: dict[str, str]) -> None:
+    """Five turns of about 32,000 tokens each (four times the lab's context in all) in one session:
+    Claude Code compacts at the window the profile derived from the fleet's context length, every
+    request fits the server's context, and none is refused."""
+    rng = random.Random(5)  # noqa: S311 - filler text, not a secret
+    words = ("time", "year", "people", "way", "day", "man", "thing", "world", "school", "state", "family", "group")
+    notes = "Please keep these notes: " + " ".join(rng.choice(words) + str(rng.randrange(100)) for _ in range(16000))
+    since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(time.time() - 1))
+    session = as_developer(
+        onboarded["laptop"],
+        f"""mkdir -p ~/long-session && cd ~/long-session
+        cat > notes.txt <<'NOTES'\n{notes}\nNOTES
+        claude-glm -p 'Start of a long session.'
+        for turn in 1 2 3 4 5; do claude-glm -p --continue < notes.txt; done""",
+    )
+    assert session.returncode == 0, f"stdout: {session.stdout[-2000:]}\nstderr: {session.stderr[-2000:]}"
+    assert session.stdout.count("Hello from GLM-5.3-Flash") == 6
+
+    requests = server_requests(onboarded["server"], since)
+    assert [r["status"] for r in requests] == [200] * len(requests), requests
+    assert not [r for r in requests if "error" in r], "a request was refused for its length"
+    for r in requests:
+        assert r["max_tokens"] == OUTPUT_BUDGET  # the profile's budget reached the CLI
+        assert r["input_tokens"] + r["max_tokens"] <= CONTEXT, r
+    sent = 5 * 32000  # what the developer typed in the session, far beyond the context
+    assert sent > CONTEXT
+    assert len(requests) > 6, "no compaction request: the CLI did not compact"
+    assert max(r["input_tokens"] for r in requests) < CONTEXT - OUTPUT_BUDGET
+
+
+def test_claude_code_runs_a_tool_the_model_asks_for(onboarded: dict[str, str]) -> None:
+    """The stand-in answers with a streamed tool_use block (SGLang's events); Claude Code runs the
+    tool, the file is there, and the next request carries the tool_result."""
+    call = {"file_path": "/home/dev/tool-work/hello.txt", "content": "written by Claude Code through the fleet"}
+    since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(time.time() - 1))
+    ran = as_developer(
+        onboarded["laptop"],
+        f"""mkdir -p ~/tool-work && cd ~/tool-work && rm -f hello.txt
+        claude-glm -p --allowedTools Write -- 'Write the file [glm-lab tool Write {json.dumps(call)}]'""",
+    )
+    assert ran.returncode == 0, f"stdout: {ran.stdout[-2000:]}\nstderr: {ran.stderr[-2000:]}"
+    assert "the tool ran and its result came back" in ran.stdout
+    written = in_node(onboarded["laptop"], "cat", call["file_path"], check=False)
+    assert written.stdout == call["content"]
+    assert in_node(onboarded["laptop"], "stat", "-c", "%U", call["file_path"]).stdout.strip() == "dev"
+    requests = server_requests(onboarded["server"], since)
+    assert [r["tool_results"] for r in requests] == [0, 1], requests
+    assert all(r["status"] == 200 for r in requests)
 
 
 def test_the_developers_default_claude_stays_logged_out_of_the_fleet(onboarded: dict[str, str]) -> None:

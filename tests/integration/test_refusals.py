@@ -139,10 +139,31 @@ def test_toolkit_refuses_a_rhel_family_system(runner: Runner) -> None:
             {"claude_code_default_profile": "lyceum", "claude_code_profiles": ["fleet"]},
             "claude_code_default_profile=lyceum",
         ),
+        (
+            {"claude_code_fleet_context_length": 16384},
+            "claude_code_fleet_context_length=16384 is too small for Claude Code: it needs at least 100000 tokens",
+        ),
+        ({"claude_code_max_output_tokens": 32000}, "claude_code_max_output_tokens=32000 must be 1 to 20000"),
     ],
-    ids=["insecure-http", "empty-token", "unknown-backend", "default-not-enabled"],
+    ids=["insecure-http", "empty-token", "unknown-backend", "default-not-enabled", "small-window", "big-output"],
 )
 def test_claude_code_refuses_bad_input(runner: Runner, extravars: dict[str, Any], expected: str) -> None:
     message = refusal(runner, "glm.fleet.claude_code", extravars, target="laptop-1")
     assert expected in message, message
     assert (lab.STATE_DIR / "api_key").read_text().strip() not in message  # the token is never printed
+
+
+def test_site_refuses_the_recipes_context_length_before_any_stage(runner: Runner) -> None:
+    """The recipe's --context-length 16384 cannot hold Claude Code's first request and output
+    budget: site.yml stops in its first play, before any host is contacted."""
+    before = node_state()
+    run = runner.playbook(REPO / "site.yml", extravars={"sglang_server_context_length": 16384})
+    assert run.status == "failed", run_log(run)
+    failures = [e["event_data"] for e in run.events if e.get("event") == "runner_on_failed"]
+    assert [f["host"] for f in failures] == ["laptop-1"], run_log(run)
+    message = failures[0]["res"]["msg"]
+    assert "claude_code_fleet_context_length=16384 is too small for Claude Code" in message, message
+    assert "sglang_server_context_length" in message, message
+    reached = {e["event_data"].get("host") for e in run.events if e.get("event") == "runner_on_ok"}
+    assert reached == set(), f"hosts were contacted: {reached}"
+    assert node_state() == before

@@ -13,7 +13,9 @@ part of the Hub's HTTP API that huggingface_hub uses to download a snapshot:
 and fails the way the Hub fails: 401 with X-Error-Code GatedRepo without a token, 401 "Invalid
 credentials in Authorization header" with a wrong one, 404 RevisionNotFound / EntryNotFound /
 RepositoryNotFound. The files are made on start from a fixed seed (config.json, tokenizer files,
-valid safetensors shards of a few MB each), so every run serves the same bytes.
+valid safetensors shards of a few MB each), so every run serves the same bytes. `tokenizer.json`
+is a real byte-level BPE tokenizer given with --tokenizer-json (tests/lab/standin_deps.py says
+which), so that the SGLang stand-in counts tokens with the snapshot's tokenizer as SGLang does.
 
 For the tests and the benchmark it also counts the bytes of file content it serves (GET /_lab/stats,
 POST /_lab/reset), lists the sha256 of its files (GET /_lab/files) and injects faults (POST
@@ -84,13 +86,13 @@ def safetensors(name: str, size: int, rng: random.Random) -> bytes:
     return struct.pack("<Q", len(header)) + header + data
 
 
-def make_repo(shards: int, shard_bytes: int) -> dict[str, RepoFile]:
+def make_repo(shards: int, shard_bytes: int, tokenizer: bytes) -> dict[str, RepoFile]:
     rng = random.Random(REVISION)  # noqa: S311 - fixed test content, not a secret
     files = [
         RepoFile("config.json", (json.dumps(CONFIG, indent=2) + "\n").encode()),
         RepoFile("generation_config.json", b'{"eos_token_id": [151329, 151336, 151338], "temperature": 1.0}\n'),
         RepoFile("tokenizer_config.json", b'{"model_max_length": 1048576, "tokenizer_class": "PreTrainedTokenizer"}\n'),
-        RepoFile("tokenizer.json", json.dumps({"version": "1.0", "model": {"type": "BPE", "vocab": {}}}).encode()),
+        RepoFile("tokenizer.json", tokenizer),
     ]
     weight_map = {}
     for i in range(1, shards + 1):
@@ -341,8 +343,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--token-file", type=Path, required=True, help="file holding the token that grants access")
     parser.add_argument("--shards", type=int, default=4)
     parser.add_argument("--shard-mib", type=float, default=4.0)
+    parser.add_argument("--tokenizer-json", type=Path, required=True, help="the repository's tokenizer.json")
     args = parser.parse_args(argv)
-    files = make_repo(args.shards, int(args.shard_mib * 1024 * 1024))
+    files = make_repo(args.shards, int(args.shard_mib * 1024 * 1024), args.tokenizer_json.read_bytes())
     HubHandler.state = HubState(files=files, token=args.token_file.read_text().strip())
     server = ThreadingHTTPServer((args.bind, args.port), HubHandler)
     server.daemon_threads = True

@@ -51,6 +51,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import aptrepo
 import oci
+import standin_deps
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -69,6 +70,7 @@ REGISTRY_PORT = 5000
 HTTP_PORT = 8080
 HUB_PORT = 8090
 SITE_CACHE_ADDRESS = "172.30.253.50"
+STANDIN_CACHE = STATE_DIR / "cache" / "standin"
 MODEL_WEIGHTS_DEFAULTS = REPO / "roles" / "model_weights" / "defaults" / "main.yml"
 
 
@@ -360,6 +362,7 @@ def start_hub(gateway: str) -> str:
     argv = [
         sys.executable, str(HERE / "hub_standin.py"), "--bind", gateway, "--port", str(HUB_PORT),
         "--token-file", str(token_file), "--shard-mib", shard_mib,
+        "--tokenizer-json", str(standin_deps.tokenizer_json(STANDIN_CACHE)),
     ]  # fmt: skip
     proc = start_daemon("hub stand-in", argv, pidfile, logfile, (gateway, HUB_PORT))
     url = f"http://{gateway}:{HUB_PORT}"
@@ -461,15 +464,22 @@ def base_layer(image: str) -> oci.Layer:
 
 
 def sglang_standin_image(base: str) -> oci.Image:
-    """The stand-in SGLang server (tests/lab/sglang_standin) on the lab's Debian root filesystem."""
+    """The stand-in SGLang server (tests/lab/sglang_standin) on the lab's Debian root filesystem,
+    with the `tokenizers` library it counts tokens with (tests/lab/standin_deps.py)."""
     package = HERE / "sglang_standin" / "sglang"
-    site = "usr/local/lib/python3.11/dist-packages/sglang"
+    dist = "usr/local/lib/python3.11/dist-packages"
+    tokenizers = standin_deps.tokenizers_package(STANDIN_CACHE)
+    dirs = sorted({str(Path(name).parent) for name in tokenizers} | {"sglang"})
     return oci.Image(
         base=[base_layer(base)],
         files=[
-            oci.File("usr/local/lib/python3.11/dist-packages", is_dir=True, mode=0o755),
-            oci.File(site, is_dir=True, mode=0o755),
-            *(oci.File(f"{site}/{path.name}", path.read_bytes()) for path in sorted(package.glob("*.py"))),
+            oci.File(dist, is_dir=True, mode=0o755),
+            *(oci.File(f"{dist}/{d}", is_dir=True, mode=0o755) for d in dirs),
+            *(oci.File(f"{dist}/sglang/{path.name}", path.read_bytes()) for path in sorted(package.glob("*.py"))),
+            *(
+                oci.File(f"{dist}/{name}", data, mode=0o755 if name.endswith(".so") else 0o644)
+                for name, data in tokenizers.items()
+            ),
         ],
         cmd=["python3", "-m", "sglang.launch_server", "--help"],
         env=["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "PYTHONUNBUFFERED=1"],

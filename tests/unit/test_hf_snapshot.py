@@ -173,8 +173,8 @@ def test_batches_group_small_files_and_keep_big_ones_alone() -> None:
 
 
 @pytest.fixture(scope="module")
-def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, hub_standin.HubState]]:
-    files = hub_standin.make_repo(shards=2, shard_bytes=300_000)
+def hub(lab_tokenizer: Path) -> Iterator[tuple[str, hub_standin.HubState]]:
+    files = hub_standin.make_repo(shards=2, shard_bytes=300_000, tokenizer=lab_tokenizer.read_bytes())
     state = hub_standin.HubState(files=files, token="tok")  # noqa: S106 - a test value
     handler = type("Handler", (hub_standin.HubHandler,), {"state": state, "log_message": lambda *a: None})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)

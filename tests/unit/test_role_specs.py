@@ -28,5 +28,16 @@ def test_argument_specs_equal_defaults(role: str) -> None:
         assert name.startswith(role + "_"), f"{role}: {name} lacks the role prefix"
 
 
+@pytest.mark.parametrize("role", ROLES)
+def test_other_entry_points_document_the_same_defaults(role: str) -> None:
+    defaults = load(REPO / "roles" / role / "defaults" / "main.yml")
+    specs = load(REPO / "roles" / role / "meta" / "argument_specs.yml")["argument_specs"]
+    for entry, spec in specs.items():
+        for name, option in (spec.get("options") or {}).items():
+            if name in defaults:
+                documented = option.get("default")
+                assert documented == defaults[name], f"{role}/{entry}: {name} documented as {documented!r}"
+
+
 def test_there_are_roles() -> None:
     assert {"preflight", "nvidia_container_toolkit", "sglang_server"} <= set(ROLES)

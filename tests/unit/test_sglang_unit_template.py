@@ -51,8 +51,10 @@ def exec_start(unit: str) -> list[str]:
     return shlex.split(" ".join(command).removeprefix("ExecStart="))
 
 
-def test_default_unit_runs_the_recipe_line() -> None:
-    argv = exec_start(render())
+def test_the_recipe_line_is_one_variable_away() -> None:
+    """The defaults differ from the recipe only in the context length (200000 for Claude Code)."""
+    assert "--context-length 200000" in render()
+    argv = exec_start(render(sglang_server_context_length=16384))
     recipe = shlex.split(RECIPE)
     # systemd runs docker in the foreground and removes the container on exit, instead of -d.
     assert argv[:3] == ["/usr/bin/docker", "run", "--rm"]

@@ -15,18 +15,25 @@ def settings(host, profile: str) -> dict:  # noqa: ANN001 - testinfra host
 
 
 @pytest.mark.parametrize(
-    ("profile", "url", "token", "model"),
+    ("profile", "url", "token", "model", "window"),
     [
-        ("fleet", "http://127.0.0.1:18080", "molecule-fleet-token", "zai-org/GLM-5.3-Flash"),
-        ("lyceum", "https://api.lyceum.technology/anthropic", "lk_molecule_lyceum_token", "z-ai/glm-5.3-flash"),
+        ("fleet", "http://127.0.0.1:18080", "molecule-fleet-token", "zai-org/GLM-5.3-Flash", "200000"),
+        (
+            "lyceum",
+            "https://api.lyceum.technology/anthropic",
+            "lk_molecule_lyceum_token",
+            "z-ai/glm-5.3-flash",
+            "1048576",
+        ),
     ],
 )
-def test_profile_settings_point_claude_code_at_the_backend(
+def test_profile_settings_point_claude_code_at_the_backend(  # noqa: PLR0917 - one parameter per column
     host,  # noqa: ANN001 - testinfra host
     profile: str,
     url: str,
     token: str,
     model: str,
+    window: str,
 ) -> None:
     f = host.file(f"{ROOT}/{profile}/settings.json")
     assert (f.user, f.mode) == ("dev", 0o600)
@@ -35,8 +42,20 @@ def test_profile_settings_point_claude_code_at_the_backend(
     assert env["ANTHROPIC_BASE_URL"] == url
     assert env["ANTHROPIC_AUTH_TOKEN"] == token
     assert "ANTHROPIC_API_KEY" not in env  # AUTH_TOKEN: no approval prompt, works in claude -p
-    for tier in ("MODEL", "DEFAULT_OPUS_MODEL", "DEFAULT_SONNET_MODEL", "DEFAULT_HAIKU_MODEL", "SMALL_FAST_MODEL"):
+    tiers = (
+        "MODEL",
+        "DEFAULT_OPUS_MODEL",
+        "DEFAULT_SONNET_MODEL",
+        "DEFAULT_HAIKU_MODEL",
+        "SMALL_FAST_MODEL",
+        "FAST_MODEL",
+    )
+    for tier in tiers:  # every model export of the deployment recipe
         assert env[f"ANTHROPIC_{tier}"] == model
+    # The window is the backend's context length; replies fit in the CLI's reserve below it.
+    assert env["CLAUDE_CODE_AUTO_COMPACT_WINDOW"] == window
+    assert env["CLAUDE_CODE_MAX_CONTEXT_TOKENS"] == window
+    assert env["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] == "16384"
     assert env["DISABLE_TELEMETRY"] == "1"
     assert env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] == "1"
     assert env["ENABLE_PROMPT_CACHING_1H"] == "1"

