@@ -38,7 +38,8 @@ def onboarded(lab_state: dict[str, Any], tmp_path_factory: pytest.TempPathFactor
 
 
 def as_developer(laptop: str, script: str) -> subprocess.CompletedProcess[str]:
-    """A shell script run by the developer `dev` on the laptop, in a login shell."""
+    """A shell script run by the developer `dev` on the laptop, in a login shell (the script is its
+    standard input: a command in it that reads stdin must be given its own)."""
     return subprocess.run(
         ["docker", "exec", "-i", laptop, "su", "-", "dev", "-c", "bash -euo pipefail -s"],
         input=script, capture_output=True, text=True, check=False,
@@ -84,7 +85,7 @@ def test_a_long_session_compacts_before_the_server_would_refuse(onboarded: dict[
         onboarded["laptop"],
         f"""mkdir -p ~/long-session && cd ~/long-session
         cat > notes.txt <<'NOTES'\n{notes}\nNOTES
-        claude-glm -p 'Start of a long session.'
+        claude-glm -p 'Start of a long session.' < /dev/null
         for turn in 1 2 3 4 5; do claude-glm -p --continue < notes.txt; done""",
     )
     assert session.returncode == 0, f"stdout: {session.stdout[-2000:]}\nstderr: {session.stderr[-2000:]}"
@@ -106,11 +107,12 @@ def test_claude_code_runs_a_tool_the_model_asks_for(onboarded: dict[str, str]) -
     """The stand-in answers with a streamed tool_use block (SGLang's events); Claude Code runs the
     tool, the file is there, and the next request carries the tool_result."""
     call = {"file_path": "/home/dev/tool-work/hello.txt", "content": "written by Claude Code through the fleet"}
-    since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(time.time() - 1))
+    time.sleep(1.1)  # the journal's --since counts whole seconds: leave the previous test's behind
+    since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime())
     ran = as_developer(
         onboarded["laptop"],
         f"""mkdir -p ~/tool-work && cd ~/tool-work && rm -f hello.txt
-        claude-glm -p --allowedTools Write -- 'Write the file [glm-lab tool Write {json.dumps(call)}]'""",
+        claude-glm -p --allowedTools Write -- 'Write the file [glm-lab tool Write {json.dumps(call)}]' < /dev/null""",
     )
     assert ran.returncode == 0, f"stdout: {ran.stdout[-2000:]}\nstderr: {ran.stderr[-2000:]}"
     assert "the tool ran and its result came back" in ran.stdout
