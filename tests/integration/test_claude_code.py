@@ -79,7 +79,9 @@ def test_a_long_session_compacts_before_the_server_would_refuse(onboarded: dict[
     request fits the server's context, and none is refused."""
     rng = random.Random(5)  # noqa: S311 - filler text, not a secret
     words = ("time", "year", "people", "way", "day", "man", "thing", "world", "school", "state", "family", "group")
-    notes = "Please keep these notes: " + " ".join(rng.choice(words) + str(rng.randrange(100)) for _ in range(16000))
+    notes = "Please keep these notes: " + " ".join(
+        rng.choice(words) + str(rng.randrange(100)) for _word in range(16000)
+    )
     since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(time.time() - 1))
     session = as_developer(
         onboarded["laptop"],

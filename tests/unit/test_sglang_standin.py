@@ -72,7 +72,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, lab_tokenizer: Path) -> Ite
     args = ["--port", str(port), "--context-length", str(CONTEXT), "--api-key", KEY, "--max-running-requests", "1"]
     proc = launch(home, *args, "--enable-metrics", env={"GLM_STANDIN_SECONDS_PER_TOKEN": "0.02"})
     url = f"http://127.0.0.1:{port}"
-    for _ in range(100):
+    for _attempt in range(100):
         try:
             with urllib.request.urlopen(f"{url}/health", timeout=1) as resp:  # noqa: S310 - local test server
                 if resp.status == 200:
@@ -193,8 +193,8 @@ def test_every_streamed_event_is_an_anthropic_event(server: str) -> None:
     )
     assert status == 200
     events = sse_events(text)
-    parsed = [EVENTS.validate_json(data) for _, data in events]
-    assert [name for name, _ in events] == [e.type for e in parsed]
+    parsed = [EVENTS.validate_json(data) for _name, data in events]
+    assert [name for name, _data in events] == [e.type for e in parsed]
     types = [e.type for e in parsed]
     assert types[0] == "message_start"
     assert types[-2:] == ["message_delta", "message_stop"]
@@ -260,7 +260,7 @@ def test_a_streamed_request_over_the_context_ends_in_an_error_event(server: str)
     status, text = call(server, "/v1/messages", body)
     assert status == 200  # SGLang opens the stream, then _flush_on_error
     events = sse_events(text)
-    assert [name for name, _ in events] == ["message_start", "error", "message_stop"]
+    assert [name for name, _data in events] == ["message_start", "error", "message_stop"]
     EVENTS.validate_json(events[0][1])
     error = ErrorResponse.model_validate_json(events[1][1])
     assert error.error.type == "invalid_request_error"
@@ -351,7 +351,9 @@ def test_requests_past_max_running_requests_wait_in_the_queue(server: str) -> No
     """--max-running-requests 1: the second request waits (the metrics show it queued) and succeeds."""
     results: list[int] = []
     body = {"model": MODEL, "max_tokens": 64, "messages": user("hello")}
-    threads = [threading.Thread(target=lambda: results.append(call(server, "/v1/messages", body)[0])) for _ in range(2)]
+    threads = [
+        threading.Thread(target=lambda: results.append(call(server, "/v1/messages", body)[0])) for _thread in range(2)
+    ]
     for t in threads:
         t.start()
     seen_queued = 0.0
@@ -369,7 +371,7 @@ def test_requests_past_max_running_requests_wait_in_the_queue(server: str) -> No
 def test_a_context_above_the_models_maximum_is_refused_at_start(tmp_path: Path, lab_tokenizer: Path) -> None:
     home = hf_home(tmp_path, lab_tokenizer, max_position=8192)
     proc = launch(home, "--port", str(free_port()), "--context-length", "16384")
-    out, _ = proc.communicate(timeout=30)
+    out = proc.communicate(timeout=30)[0]
     assert proc.returncode != 0
     assert "User-specified context_length (16384) is greater than the derived context_length (8192)" in out
 
@@ -378,6 +380,6 @@ def test_a_snapshot_without_a_tokenizer_does_not_start(tmp_path: Path, lab_token
     home = hf_home(tmp_path, lab_tokenizer)
     next(home.rglob("tokenizer.json")).unlink()
     proc = launch(home, "--port", str(free_port()))
-    out, _ = proc.communicate(timeout=30)
+    out = proc.communicate(timeout=30)[0]
     assert proc.returncode != 0
     assert "Can't load tokenizer" in out

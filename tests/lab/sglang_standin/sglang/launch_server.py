@@ -392,7 +392,7 @@ class Handler(BaseHTTPRequestHandler):
         stop_reason = "tool_use" if call else "end_turn"
         ident = f"msg_{uuid.uuid4().hex}"
         if not stream:
-            for _ in range(completion):
+            for _token in range(completion):
                 self.state.pace()
             content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
             if call:
