@@ -286,6 +286,14 @@ def remove_local(paths: Paths, entry: Entry, keep: str = "") -> None:
                 partial.unlink()
 
 
+def reported_bytes(counter: Path) -> int:
+    """The download child's progress count (see CHILD); 0 before its first report."""
+    try:
+        return int(counter.read_bytes()[:20] or b"0")
+    except (OSError, ValueError):
+        return 0
+
+
 def partial_bytes(paths: Paths, entry: Entry) -> int:
     """Bytes of the file on disk so far: its partial downloads, or the finished blob."""
     if not paths.blobs.is_dir():
@@ -313,7 +321,33 @@ def link_blob(paths: Paths, entry: Entry) -> None:
 
 # Runs under the virtualenv's python. argv: mode repo_id revision cache_dir [filename]; the token and
 # the endpoint come in the environment (HF_TOKEN, HF_ENDPOINT), never in argv. Prints one JSON line.
-CHILD = r"""
+#
+# Progress for the stall watchdog: every byte that huggingface_hub reports to a progress bar is
+# counted into GLM_FLEET_PROGRESS_FILE (even with the bars disabled). Over HTTP that is the bytes
+# written to the partial file; over Xet (huggingface_hub 2.4's XetDownloadProgressReporter) it is
+# the bytes written plus the bytes received from the network. hf_xet 1.8 writes a file in order
+# (reconstruct_to_file: truncate, then a SequentialWriter), one whole term at a time, while it
+# fetches later terms and retries a failed fetch for up to 6 minutes: the partial file can stand
+# still while the download is healthy, the network count does not.
+CHILD_PROGRESS = r"""
+import os
+from huggingface_hub.utils import tqdm as hf_tqdm
+
+class Progress(hf_tqdm):
+    seen = 0
+    fd = None
+
+    def update(self, n=1):
+        if n and os.environ.get("GLM_FLEET_PROGRESS_FILE"):
+            if Progress.fd is None:
+                Progress.fd = os.open(os.environ["GLM_FLEET_PROGRESS_FILE"], os.O_WRONLY | os.O_CREAT, 0o600)
+            Progress.seen += int(n)
+            os.pwrite(Progress.fd, b"%020d" % Progress.seen, 0)
+        return super().update(n)
+"""
+CHILD = (
+    CHILD_PROGRESS
+    + r"""
 import json, sys
 from huggingface_hub import HfApi, hf_hub_download
 from huggingface_hub.errors import (GatedRepoError, HfHubHTTPError, RepositoryNotFoundError,
@@ -329,7 +363,7 @@ try:
             files.append({"type": "file", "path": f.path, "size": f.size, "blob_id": f.blob_id, "lfs": lfs})
         print(json.dumps({"files": files}))
     else:
-        path = hf_hub_download(repo_id, sys.argv[5], revision=revision, cache_dir=cache_dir)
+        path = hf_hub_download(repo_id, sys.argv[5], revision=revision, cache_dir=cache_dir, tqdm_class=Progress)
         print(json.dumps({"path": path}))
 except GatedRepoError as e:
     print(json.dumps({"error": "gated", "message": str(e).splitlines()[0]})); sys.exit(2)
@@ -343,6 +377,7 @@ except HfHubHTTPError as e:
     status = e.response.status_code if e.response is not None else None
     print(json.dumps({"error": "http", "status": status, "message": str(e).splitlines()[0]})); sys.exit(2)
 """
+)
 
 HINTS = {
     "gated": "the repository is gated: set model_weights_hf_token (in ansible-vault) to a token that has access",

@@ -192,6 +192,7 @@ from ansible_collections.glm.fleet.plugins.module_utils._hf_snapshot import (
     parse_child,
     partial_bytes,
     remove_local,
+    reported_bytes,
     save_records,
     start_child,
     stat_key,
@@ -271,13 +272,21 @@ class Snapshot:
             str(self.paths.cache_dir),
             entry.path,
         ]
-        proc = start_child(cmd, self.env(report.xet_disabled))
-        watch = watch_process(
-            proc,
-            lambda: partial_bytes(self.paths, entry),
-            self.p["stall_timeout"],
-            on_progress=lambda done: self.write_progress(entry, done, started),
-        )
+        counter = self.state_dir / f"{entry.etag}.received"
+        counter.unlink(missing_ok=True)
+        env = {**self.env(report.xet_disabled), "GLM_FLEET_PROGRESS_FILE": str(counter)}
+        proc = start_child(cmd, env)
+        try:
+            # Stalled only when neither the file nor the bytes the client reports move (over Xet
+            # the file grows a whole term at a time, see CHILD).
+            watch = watch_process(
+                proc,
+                lambda: partial_bytes(self.paths, entry) + reported_bytes(counter),
+                self.p["stall_timeout"],
+                on_progress=lambda _moved: self.write_progress(entry, partial_bytes(self.paths, entry), started),
+            )
+        finally:
+            counter.unlink(missing_ok=True)
         if watch.stalled:
             report.stalls += 1
             report.xet_disabled = True  # hf_xet has no read timeout of its own; fall back to plain HTTP

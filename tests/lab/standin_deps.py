@@ -39,9 +39,9 @@ TOKENIZER_WHEEL = Wheel(
 TOKENIZER_MEMBER = "anthropic/tokenizer.json"
 TOKENIZER_SHA256 = "c241737df24b4e7f7c9af4fdcee29a0ca903dcb288a8b753bc346a3092911767"
 TOKENIZERS_WHEEL = Wheel(
-    "tokenizers==0.22.1",
-    "tokenizers-0.22.1-cp39-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
-    "e2ef6063d7a84994129732b47e7915e8710f27f99f3a3260b8a38fc7ccd083f4",
+    "tokenizers==0.23.3",
+    "tokenizers-0.23.3-cp310-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+    "376851d22bcf9d650a5c3090bb83e6cf9e895fbf0595369fa4cd43c1f69b5f87",
 )
 SGLANG_WHEEL = Wheel(
     "sglang==0.5.23",

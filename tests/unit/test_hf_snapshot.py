@@ -10,9 +10,14 @@ import threading
 from collections.abc import Iterator
 from http.server import ThreadingHTTPServer
 from pathlib import Path
+from types import SimpleNamespace
 
 import hub_standin
+import huggingface_hub
 import pytest
+import yaml
+from conftest import REPO
+from huggingface_hub.utils._xet_progress_reporting import XetDownloadProgressReporter
 
 from ansible_collections.glm.fleet.plugins.action.hf_snapshot import batches
 from ansible_collections.glm.fleet.plugins.module_utils import _hf_snapshot as hs
@@ -205,3 +210,60 @@ def test_http_fetch_resumes_after_a_dropped_connection(hub: tuple[str, hub_stand
     assert dest.read_bytes() == want
     assert digest.matches()  # the resumed part was hashed from disk, the rest as it arrived
     assert state.bytes_served - before == len(want) // 2 + len(want) % 2  # only the missing half again
+
+
+# --- the watchdog's progress signal from the real client (huggingface_hub, as pinned) --------------
+
+
+def test_pinned_client_is_the_one_the_tests_run() -> None:
+    """requirements.txt's huggingface_hub (these tests) is model_weights' pinned client."""
+    defaults = yaml.safe_load((REPO / "roles" / "model_weights" / "defaults" / "main.yml").read_text())
+    assert huggingface_hub.__version__ == defaults["model_weights_huggingface_hub_version"]
+
+
+def test_child_reports_the_bytes_it_fetches(hub: tuple[str, hub_standin.HubState], tmp_path: Path) -> None:
+    """Over HTTP, the download child counts what huggingface_hub writes into the watchdog's file."""
+    base, state = hub
+    name = "model-00002-of-00002.safetensors"
+    counter = tmp_path / "received"
+    env = {
+        **hs.child_env(base, state.token, disable_xet=True, download_timeout=10),
+        "GLM_FLEET_PROGRESS_FILE": str(counter),
+    }
+    cmd = [sys.executable, "-c", hs.CHILD, "download", REPO_ID, REV, str(tmp_path / "hub"), name]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert hs.reported_bytes(counter) == len(state.files[name].content)
+    assert counter.stat().st_mode & 0o777 == 0o600
+
+
+def test_over_xet_network_bytes_move_the_watchdog_while_the_file_stands_still(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """huggingface_hub's Xet reporter, fed as hf_xet feeds it: bytes received while the in-order
+    writer waits for the next term move the count; a stalled network does not."""
+    counter = tmp_path / "received"
+    monkeypatch.setenv("GLM_FLEET_PROGRESS_FILE", str(counter))
+    monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # as the child runs
+    scope: dict[str, object] = {}
+    exec(hs.CHILD_PROGRESS, scope)  # noqa: S102 - the child's own progress class, as it runs there
+
+    def report(written: int, received: int) -> SimpleNamespace:
+        return SimpleNamespace(
+            total_bytes_completed=written, total_transfer_bytes_completed=received, total_bytes=1000,
+            total_bytes_completion_rate=None, total_transfer_bytes_completion_rate=None,
+        )  # fmt: skip
+
+    with XetDownloadProgressReporter(
+        reconstruction_desc="f: reconstructing file", total=1000, log_level=30, tqdm_class=scope["Progress"]
+    ) as reporter:
+        reporter.update_progress(report(0, 0))
+        seen = [hs.reported_bytes(counter)]
+        for received in (300, 600, 900):  # the first term is still in flight: nothing written yet
+            reporter.update_progress(report(0, received))
+            seen.append(hs.reported_bytes(counter))
+        reporter.update_progress(report(0, 900))  # the network stands still too
+        seen.append(hs.reported_bytes(counter))
+        reporter.update_progress(report(1000, 1000))
+        seen.append(hs.reported_bytes(counter))
+    assert seen == [0, 300, 600, 900, 900, 2000]
