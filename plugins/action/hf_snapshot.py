@@ -111,6 +111,7 @@ class ActionModule(ActionBase):
         result.update(
             changed=bool(to_fetch) or final["changed"],
             manifest_file=final.get("manifest_file"),
+            manifest_sha256=final.get("manifest_sha256"),
             fetched_bytes=fetched_bytes,
             seconds=round(seconds, 3),
             msg=(

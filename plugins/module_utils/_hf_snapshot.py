@@ -96,10 +96,36 @@ def check_repo_id(repo_id: str) -> str | None:
     return None
 
 
+GIT_OID_RE = re.compile(r"[0-9a-f]{40}")
+SHA256_RE = re.compile(r"[0-9a-f]{64}")
+CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+
+
 def check_entry_path(path: str) -> None:
     parts = Path(path).parts
-    if path.startswith("/") or ".." in parts or not parts:
+    if (
+        not isinstance(path, str)
+        or path.startswith("/")
+        or ".." in parts
+        or not parts
+        or CONTROL_RE.search(path)
+        or "\\" in path
+    ):
         raise SnapshotError(f"refusing a file path outside the snapshot: {path!r}")
+
+
+def check_entry(entry: Entry) -> Entry:
+    """An entry from a listing or a manifest that the cache can hold: a relative path inside the
+    snapshot, a 40-hex git blob id, a 64-hex sha256 (LFS files) and a size. The ids become file
+    names under blobs/, so nothing else may pass."""
+    check_entry_path(entry.path)
+    if not isinstance(entry.git_oid, str) or not GIT_OID_RE.fullmatch(entry.git_oid):
+        raise SnapshotError(f"{entry.path!r}: refusing a git blob id that is not 40 hex: {entry.git_oid!r}")
+    if entry.sha256 is not None and (not isinstance(entry.sha256, str) or not SHA256_RE.fullmatch(entry.sha256)):
+        raise SnapshotError(f"{entry.path!r}: refusing a sha256 that is not 64 hex: {entry.sha256!r}")
+    if isinstance(entry.size, bool) or not isinstance(entry.size, int) or entry.size < 0:
+        raise SnapshotError(f"{entry.path!r}: refusing a size that is not a whole number of bytes: {entry.size!r}")
+    return entry
 
 
 # --- manifest ------------------------------------------------------------------------------------
@@ -114,8 +140,7 @@ def entries_from_tree(tree: Iterable[dict]) -> list[Entry]:
         lfs = item.get("lfs") or {}
         sha = lfs.get("sha256") or lfs.get("oid")
         entry = Entry(path=item["path"], size=int(item["size"]), git_oid=item.get("blob_id") or item["oid"], sha256=sha)
-        check_entry_path(entry.path)
-        entries.append(entry)
+        entries.append(check_entry(entry))
     return sorted(entries, key=lambda e: e.path)
 
 
@@ -133,10 +158,30 @@ def entries_from_manifest(data: dict, repo_id: str, revision: str) -> list[Entry
         raise SnapshotError(
             f"the mirror's manifest is for {data.get('repo_id')}@{data.get('revision')}, not {repo_id}@{revision}"
         )
-    entries = [Entry(**f) for f in data["files"]]
-    for entry in entries:
-        check_entry_path(entry.path)
-    return entries
+    try:
+        return [check_entry(Entry(**f)) for f in data["files"]]
+    except (TypeError, KeyError) as err:
+        raise SnapshotError(f"the mirror's manifest has a malformed file entry: {err}") from err
+
+
+def manifest_text(data: dict) -> str:
+    """The manifest as the cache writes and serves it: its sha256 is the trust anchor of a mirror."""
+    return json.dumps(data, indent=1, sort_keys=True) + "\n"
+
+
+def trusted_manifest(raw: bytes, anchor: str, url: str) -> dict:
+    """The mirror's manifest, if its bytes are the ones the site cache verified (their sha256 came
+    over Ansible's SSH channel, not over the LAN's plain HTTP)."""
+    found = hashlib.sha256(raw).hexdigest()
+    if found != anchor:
+        raise SnapshotError(
+            f"the site cache's manifest at {url} has sha256 {found}, not the trusted {anchor}: "
+            "its content is not what the cache verified from the Hub; refusing every file it lists"
+        )
+    try:
+        return json.loads(raw)
+    except ValueError as err:
+        raise SnapshotError(f"the site cache's manifest at {url} is not JSON: {err}") from err
 
 
 # --- local state ---------------------------------------------------------------------------------
@@ -161,10 +206,17 @@ class Paths:
         return self.repo / "snapshots" / self.revision
 
     def blob(self, entry: Entry) -> Path:
-        return self.blobs / entry.etag
+        return self.inside(self.blobs / entry.etag)
 
     def link(self, entry: Entry) -> Path:
-        return self.snapshot / entry.path
+        return self.inside(self.snapshot / entry.path)
+
+    def inside(self, path: Path) -> Path:
+        """path, if it resolves under the cache directory (a last guard after check_entry)."""
+        root = os.path.realpath(self.cache_dir)
+        if os.path.commonpath([root, os.path.realpath(path)]) != root:
+            raise SnapshotError(f"refusing a path outside the cache {self.cache_dir}: {path}")
+        return path
 
 
 class Digest:
@@ -489,6 +541,16 @@ def mirror_url(base: str, repo_id: str, revision: str, path: str = "") -> str:
     if not path:
         return f"{base}/{repo_id}/{revision}{MANIFEST_SUFFIX}"
     return f"{base}/{repo_id}/{revision}/{urllib.request.quote(path)}"
+
+
+def http_bytes(url: str, timeout: float) -> bytes:
+    try:
+        with open_url(url, timeout=timeout) as resp:
+            return resp.read()
+    except urllib.error.HTTPError as err:
+        raise SnapshotError(f"the mirror answered {err.code} for {url}") from err
+    except OSError as err:
+        raise SnapshotError(f"cannot read {url}: {err}") from err
 
 
 def http_json(url: str, timeout: float) -> dict:

@@ -19,7 +19,9 @@ description:
     stall, later attempts disable hf_xet and use plain HTTP.
   - With O(source=mirror) the files come over plain HTTP from a site cache that serves a verified
     snapshot (O(endpoint)C(/REPO/REVISION/PATH), manifest at O(endpoint)C(/REPO/REVISION.manifest.json)),
-    resuming partial files with Range requests.
+    resuming partial files with Range requests. The manifest is trusted only if its sha256 is
+    O(manifest_sha256), which must come from the site cache over Ansible's own channel (the cache's
+    C(manifest_sha256) return value), never from the mirror: a forged manifest or file is refused.
   - Every file is verified after its download, LFS files by sha256 (the Hub's LFS oid), the
     others by their git blob id; a file that does not verify is removed and fetched again.
     Verified files are recorded (size, mtime, inode) in O(state_dir), so later runs do not hash
@@ -77,6 +79,12 @@ options:
   manifest:
     description: The manifest returned by O(step=plan), so that later steps do not list the repository again.
     type: dict
+  manifest_sha256:
+    description:
+      - For O(source=mirror), required, the sha256 (64 hex) of the manifest the site cache verified
+        from the Hub (its C(manifest_sha256) return value). The mirror's manifest must have exactly it.
+    type: str
+    default: ""
   verify:
     description:
       - C(quick) trusts files whose size, mtime and inode match their last verification.
@@ -126,6 +134,7 @@ EXAMPLES = r"""
     state_dir: /var/lib/glm-fleet/weights
     source: mirror
     endpoint: http://cache-1.example.internal:8081/weights
+    manifest_sha256: "{{ hostvars['cache-1']['model_weights_manifest_sha256'] }}"
 """
 
 RETURN = r"""
@@ -159,8 +168,13 @@ free_bytes:
   description: Free bytes on the file system of cache_dir.
   returned: always
   type: int
+manifest_sha256:
+  description: The sha256 of the manifest written to state_dir (what a site cache serves), the anchor of its mirrors.
+  returned: after the finalize step
+  type: str
 """
 
+import hashlib
 import json
 import os
 import shutil
@@ -171,6 +185,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.glm.fleet.plugins.module_utils._hf_snapshot import (
     CHILD,
+    SHA256_RE,
     Digest,
     Entry,
     FetchReport,
@@ -181,13 +196,14 @@ from ansible_collections.glm.fleet.plugins.module_utils._hf_snapshot import (
     check_revision,
     child_env,
     entries_from_manifest,
+    http_bytes,
     http_fetch,
-    http_json,
     hub_tree,
     link_blob,
     load_records,
     local_status,
     manifest,
+    manifest_text,
     mirror_url,
     parse_child,
     partial_bytes,
@@ -196,6 +212,7 @@ from ansible_collections.glm.fleet.plugins.module_utils._hf_snapshot import (
     save_records,
     start_child,
     stat_key,
+    trusted_manifest,
     watch_process,
 )
 
@@ -224,7 +241,8 @@ class Snapshot:
             return entries_from_manifest(self.p["manifest"], self.p["repo_id"], self.p["revision"])
         if self.p["source"] == "mirror":
             url = mirror_url(self.p["endpoint"], self.p["repo_id"], self.p["revision"])
-            return entries_from_manifest(http_json(url, 30), self.p["repo_id"], self.p["revision"])
+            data = trusted_manifest(http_bytes(url, 30), self.p["manifest_sha256"], url)
+            return entries_from_manifest(data, self.p["repo_id"], self.p["revision"])
         if not Path(self.p["python"]).exists():
             raise SnapshotError(f"python {self.p['python']} does not exist: install huggingface_hub there first")
         return hub_tree(
@@ -346,6 +364,11 @@ def run(module: AnsibleModule) -> dict:
             raise SnapshotError(problem)
     if p["source"] == "mirror" and not p["endpoint"]:
         raise SnapshotError("source=mirror needs endpoint, the base URL of the site cache's weights server")
+    if p["source"] == "mirror" and not SHA256_RE.fullmatch(p["manifest_sha256"] or ""):
+        raise SnapshotError(
+            "source=mirror needs manifest_sha256, the sha256 of the manifest the site cache verified "
+            f"(64 hex, handed over by Ansible, not read from the mirror); got: {p['manifest_sha256']!r}"
+        )
     snap = Snapshot(p)
     entries = snap.entries()
     by_path = {e.path: e for e in entries}
@@ -384,7 +407,7 @@ def run(module: AnsibleModule) -> dict:
     if to_fetch:
         raise SnapshotError(f"the snapshot is incomplete or does not verify: {[f['path'] for f in to_fetch]}")
     before = load_records(snap.records_file)
-    wanted_manifest = json.dumps(result["manifest"], indent=1, sort_keys=True) + "\n"
+    wanted_manifest = manifest_text(result["manifest"])
     manifest_file = snap.state_dir / f"{snap.paths.repo.name}--{p['revision']}.manifest.json"
     changed = fresh != before or not manifest_file.exists() or manifest_file.read_text() != wanted_manifest
     if changed and not module.check_mode:
@@ -392,7 +415,12 @@ def run(module: AnsibleModule) -> dict:
         save_records(snap.records_file, fresh)
         manifest_file.write_text(wanted_manifest)
         snap.progress_file.unlink(missing_ok=True)
-    result.update(changed=changed, to_fetch=[], manifest_file=str(manifest_file))
+    result.update(
+        changed=changed,
+        to_fetch=[],
+        manifest_file=str(manifest_file),
+        manifest_sha256=hashlib.sha256(wanted_manifest.encode()).hexdigest(),
+    )
     return result
 
 
@@ -410,6 +438,7 @@ def main() -> None:
             "step": {"type": "str", "choices": ["plan", "fetch", "finalize"], "default": "plan"},
             "files": {"type": "list", "elements": "str", "default": []},
             "manifest": {"type": "dict"},
+            "manifest_sha256": {"type": "str", "default": ""},
             "verify": {"type": "str", "choices": ["quick", "full"], "default": "quick"},
             "stall_timeout": {"type": "int", "default": 120},
             "retries": {"type": "int", "default": 5},

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,8 +29,50 @@ def lab_state() -> dict[str, Any]:
     return state
 
 
+BASE64_RUN = re.compile(r"[A-Za-z0-9+/]{16,}={0,2}")
+
+
+def lab_secrets() -> dict[str, str]:
+    """The lab's secrets (generated per lab), by name."""
+    files = {"sglang API key": "api_key", "Hugging Face token": "hf_token"}
+    return {name: (lab.STATE_DIR / f).read_text().strip() for name, f in files.items() if (lab.STATE_DIR / f).exists()}
+
+
+def leaks(text: str, secrets: dict[str, str]) -> list[str]:
+    """Where a secret shows in text: plain, JSON-escaped, or inside any base64 run (decoded at each
+    of the four alignments, so a secret in the middle of a slurped file is found too)."""
+    found = []
+    decoded: list[bytes] = []
+    for run in BASE64_RUN.findall(text):
+        for shift in range(4):
+            chunk = run[shift:]
+            chunk = chunk[: len(chunk) - len(chunk) % 4]
+            try:
+                decoded.append(base64.b64decode(chunk, validate=False))
+            except (binascii.Error, ValueError):
+                continue
+    for name, secret in secrets.items():
+        forms = {"plain": secret, "JSON-escaped": json.dumps(secret)[1:-1]}
+        found += [f"{name} ({form})" for form, value in forms.items() if value in text]
+        if any(secret.encode() in blob for blob in decoded):
+            found.append(f"{name} (base64)")
+    return found
+
+
+def assert_no_secret(run: ansible_runner.Runner) -> ansible_runner.Runner:
+    """Every run's output and events are scanned for every lab secret; a leak fails the test
+    (naming the secret, never printing it)."""
+    text = (run.stdout.read() if run.stdout else "") + "\n" + json.dumps(list(run.events))
+    if run.stdout:
+        run.stdout.seek(0)
+    found = leaks(text, lab_secrets())
+    assert not found, f"secrets in Ansible's output: {', '.join(found)}"
+    return run
+
+
 class Runner:
-    """ansible-runner bound to this checkout's ansible.cfg and the lab inventory."""
+    """ansible-runner bound to this checkout's ansible.cfg and the lab inventory; every run's output
+    is scanned for the lab's secrets."""
 
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
@@ -48,10 +93,11 @@ class Runner:
         }
 
     def module(self, pattern: str, module: str, args: str = "", **extra: object) -> ansible_runner.Runner:
-        return ansible_runner.run(host_pattern=pattern, module=module, module_args=args, **{**self._kwargs(), **extra})
+        run = ansible_runner.run(host_pattern=pattern, module=module, module_args=args, **{**self._kwargs(), **extra})
+        return assert_no_secret(run)
 
     def playbook(self, playbook: Path, **extra: object) -> ansible_runner.Runner:
-        return ansible_runner.run(playbook=str(playbook), **{**self._kwargs(), **extra})
+        return assert_no_secret(ansible_runner.run(playbook=str(playbook), **{**self._kwargs(), **extra}))
 
 
 @pytest.fixture

@@ -167,3 +167,72 @@ def test_a_registry_mirror_that_is_down_fails_clearly_after_retries(runner: Runn
     assert run.status == "failed", run_log(run)
     message = failure_message(run)
     assert f"pulling {missing} failed after 3 attempts" in message, message
+
+
+FORGER = r"""
+import hashlib, json, os, sys
+real_manifest, snapshot, root, mode = sys.argv[1:5]
+data = json.load(open(real_manifest))
+weights = os.path.join(root, "weights", "zai-org", "GLM-5.3-Flash")
+os.makedirs(os.path.join(weights, data["revision"]), exist_ok=True)
+forged = b'{"forged": "by a host answering for the site cache"}\n'
+for f in data["files"]:
+    dest = os.path.join(weights, data["revision"], f["path"])
+    if f["path"] == "config.json":
+        open(dest, "wb").write(forged)
+        f["size"] = len(forged)
+        f["git_oid"] = hashlib.sha1(b"blob %d\0" % len(forged) + forged).hexdigest()
+    elif not os.path.exists(dest):
+        os.symlink(os.path.join(snapshot, f["path"]), dest)
+if mode == "traversal":
+    data["files"][0]["git_oid"] = "../../../../../../etc/glm-fleet-traversal-victim"
+text = json.dumps(data, indent=1, sort_keys=True) + "\n"
+open(os.path.join(weights, data["revision"] + ".manifest.json"), "w").write(text)
+print(hashlib.sha256(text.encode()).hexdigest())
+"""
+STATE = "/var/lib/glm-fleet/weights"
+HF_HUB = "/var/lib/glm-fleet/huggingface/hub/models--zai-org--GLM-5.3-Flash"
+
+
+@pytest.fixture(params=["forged-file", "traversal"])
+def impostor(request: pytest.FixtureRequest) -> Iterator[dict[str, str]]:
+    """A server on the LAN answering as the site cache's weights server, with a self-consistent
+    manifest: a forged config.json, or (with a wrongly pinned anchor) an id that walks out of the
+    cache towards a file the nodes' root owns."""
+    root = "/var/tmp/glm-impostor"  # noqa: S108 - on the lab node
+    manifest = f"{STATE}/models--zai-org--GLM-5.3-Flash--{REVISION}.manifest.json"
+    node_exec("cache-1", "rm", "-rf", root)
+    forged = subprocess.run(
+        ["docker", "exec", "-i", f"{lab.PREFIX}-cache-1", "python3", "-", manifest, f"{HF_HUB}/snapshots/{REVISION}",
+         root, request.param],
+        input=FORGER, check=True, capture_output=True, text=True,
+    ).stdout.strip()  # fmt: skip
+    node_exec("cache-1", "sh", "-c", f"cd {root} && setsid python3 -m http.server 8099 >/dev/null 2>&1 &")
+    for node in ("gpu-1", "gpu-2"):
+        node_exec(node, "sh", "-c", "echo victim > /etc/glm-fleet-traversal-victim")
+    yield {"mode": request.param, "forged_sha256": forged, "url": f"http://{lab.SITE_CACHE_ADDRESS}:8099/weights"}
+    node_exec("cache-1", "sh", "-c", f"pkill -f 'http.server 8099'; rm -rf {root}", check=False)
+    for node in ("gpu-1", "gpu-2"):
+        node_exec(node, "rm", "-f", "/etc/glm-fleet-traversal-victim", check=False)
+
+
+def test_every_node_refuses_a_forged_mirror(runner: Runner, impostor: dict[str, str]) -> None:
+    before = {
+        n: node_exec(n, "sha256sum", f"{HF_HUB}/snapshots/{REVISION}/config.json").stdout for n in ("gpu-1", "gpu-2")
+    }
+    extravars: dict[str, Any] = {"model_weights_mirror_url": impostor["url"]}
+    if impostor["mode"] == "traversal":  # the anchor pinned to the forgery: the entry check still holds
+        extravars["model_weights_mirror_manifest_sha256"] = impostor["forged_sha256"]
+    run = runner.playbook(REPO / "playbooks" / "artifacts.yml", extravars=extravars, limit="gpu-1,gpu-2,cache-1")
+    assert run.status == "failed", run_log(run)
+    failures = {
+        e["event_data"]["host"]: e["event_data"]["res"].get("msg", "")
+        for e in run.events
+        if e.get("event") == "runner_on_failed"
+    }
+    assert set(failures) == {"gpu-1", "gpu-2"}, failures
+    expected = "not the trusted" if impostor["mode"] == "forged-file" else "git blob id that is not 40 hex"
+    for host, message in failures.items():
+        assert expected in message, (host, message)
+        assert node_exec(host, "sha256sum", f"{HF_HUB}/snapshots/{REVISION}/config.json").stdout == before[host]
+        assert node_exec(host, "cat", "/etc/glm-fleet-traversal-victim").stdout == "victim\n"

@@ -126,6 +126,16 @@ def test_claude_code_runs_a_tool_the_model_asks_for(onboarded: dict[str, str]) -
     assert all(r["status"] == 200 for r in requests)
 
 
+def test_onboarding_prints_no_token_at_any_verbosity(
+    onboarded: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """At -vvv: the Runner scans the output for the fleet key, plain, escaped and inside base64
+    (settings.json is read back with slurp, which Ansible prints base64-encoded)."""
+    runner = Runner(tmp_path_factory.mktemp("verbose"))
+    run = runner.playbook(REPO / "playbooks" / "developer_laptops.yml", verbosity=3)
+    assert run.status == "successful", run_log(run)
+
+
 def test_the_developers_default_claude_stays_logged_out_of_the_fleet(onboarded: dict[str, str]) -> None:
     # The profile lives in its own config directory: the default ~/.claude was not created.
     assert in_node(onboarded["laptop"], "test", "-e", "/home/dev/.claude", check=False).returncode == 1

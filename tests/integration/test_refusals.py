@@ -144,12 +144,25 @@ def test_toolkit_refuses_a_rhel_family_system(runner: Runner) -> None:
             "claude_code_fleet_context_length=16384 is too small for Claude Code: it needs at least 100000 tokens",
         ),
         ({"claude_code_max_output_tokens": 32000}, "claude_code_max_output_tokens=32000 must be 1 to 20000"),
+        (
+            {"claude_code_fleet_auth_token": "sk-from-echo-with-newline\n"},
+            "claude_code_fleet_auth_token holds a space, a line break",
+        ),
     ],
-    ids=["insecure-http", "empty-token", "unknown-backend", "default-not-enabled", "small-window", "big-output"],
+    ids=[
+        "insecure-http",
+        "empty-token",
+        "unknown-backend",
+        "default-not-enabled",
+        "small-window",
+        "big-output",
+        "token-with-newline",
+    ],
 )
 def test_claude_code_refuses_bad_input(runner: Runner, extravars: dict[str, Any], expected: str) -> None:
     message = refusal(runner, "glm.fleet.claude_code", extravars, target="laptop-1")
     assert expected in message, message
+    assert "sk-from-echo-with-newline" not in message
     assert (lab.STATE_DIR / "api_key").read_text().strip() not in message  # the token is never printed
 
 
@@ -169,3 +182,10 @@ def test_site_refuses_the_recipes_context_length_before_any_stage(runner: Runner
     controller_side = {"ansible.builtin.include_role", "ansible.builtin.validate_argument_spec"}
     assert {(d["host"], d["task_action"]) for d in done} <= {("laptop-1", a) for a in controller_side}, done
     assert node_state() == before
+
+
+def test_server_refuses_an_api_key_with_a_line_break_without_showing_it(runner: Runner) -> None:
+    key = "sk-from-echo-with-newline\n"
+    message = refusal(runner, "glm.fleet.sglang_server", {"sglang_server_api_key": key})
+    assert "sglang_server_api_key holds a space, a line break" in message, message
+    assert key.strip() not in message

@@ -42,20 +42,69 @@ def test_a_full_commit_is_accepted() -> None:
 def test_tree_entries_carry_the_lfs_sha256_and_refuse_escaping_paths() -> None:
     entries = hs.entries_from_tree(
         [
-            {"type": "file", "path": "b.safetensors", "size": 3, "oid": "g1", "lfs": {"oid": "s" * 64, "size": 3}},
+            {"type": "file", "path": "b.safetensors", "size": 3, "oid": "1" * 40, "lfs": {"oid": "5" * 64, "size": 3}},
             {"type": "directory", "path": "sub", "oid": "x"},
-            {"type": "file", "path": "a.json", "size": 2, "oid": "g2"},
+            {"type": "file", "path": "a.json", "size": 2, "oid": "2" * 40},
         ]
     )
-    assert [(e.path, e.etag, e.lfs) for e in entries] == [("a.json", "g2", False), ("b.safetensors", "s" * 64, True)]
+    assert [(e.path, e.etag, e.lfs) for e in entries] == [
+        ("a.json", "2" * 40, False),
+        ("b.safetensors", "5" * 64, True),
+    ]
     with pytest.raises(hs.SnapshotError, match="outside the snapshot"):
-        hs.entries_from_tree([{"type": "file", "path": "../../etc/passwd", "size": 1, "oid": "g"}])
+        hs.entries_from_tree([{"type": "file", "path": "../../etc/passwd", "size": 1, "oid": "1" * 40}])
 
 
 def test_a_manifest_for_another_revision_is_refused() -> None:
-    data = hs.manifest([hs.Entry("a", 1, "g")], REPO_ID, "0" * 40)
+    data = hs.manifest([hs.Entry("a", 1, "1" * 40)], REPO_ID, "0" * 40)
     with pytest.raises(hs.SnapshotError, match=r"not zai-org/GLM-5\.3-Flash@"):
         hs.entries_from_manifest(data, REPO_ID, REV)
+
+
+GOOD = {"path": "config.json", "size": 2, "git_oid": "1" * 40, "sha256": None}
+
+
+@pytest.mark.parametrize(
+    ("bad", "expected"),
+    [
+        ({"git_oid": "../../../../tmp/x"}, "git blob id that is not 40 hex"),
+        ({"git_oid": "1" * 40 + "\n"}, "git blob id that is not 40 hex"),
+        ({"sha256": "../" + "a" * 61}, "sha256 that is not 64 hex"),
+        ({"sha256": "A" * 64}, "sha256 that is not 64 hex"),
+        ({"path": "../outside.json"}, "outside the snapshot"),
+        ({"path": "/etc/passwd"}, "outside the snapshot"),
+        ({"path": "sub/\nx.json"}, "outside the snapshot"),
+        ({"path": "a\\..\\b"}, "outside the snapshot"),
+        ({"size": -1}, "size that is not a whole number"),
+        ({"size": "2"}, "size that is not a whole number"),
+        ({"extra": "x"}, "malformed file entry"),
+    ],
+    ids=lambda v: repr(v)[:30],
+)
+def test_a_manifest_entry_that_could_leave_the_cache_is_refused(bad: dict, expected: str) -> None:
+    """The manifest travels over the LAN's plain HTTP: its ids become file names, so only hex passes."""
+    data = hs.manifest([], REPO_ID, REV)
+    data["files"] = [{**GOOD, **bad}]
+    with pytest.raises(hs.SnapshotError, match=expected):
+        hs.entries_from_manifest(data, REPO_ID, REV)
+
+
+def test_paths_that_resolve_outside_the_cache_are_refused(tmp_path: Path) -> None:
+    paths = hs.Paths(tmp_path / "hub", REPO_ID, REV)
+    paths.snapshot.mkdir(parents=True)
+    (paths.snapshot / "escape").symlink_to(tmp_path)  # a link planted in the snapshot
+    with pytest.raises(hs.SnapshotError, match="outside the cache"):
+        paths.link(hs.Entry("escape/x.json", 1, "1" * 40))
+
+
+def test_only_the_manifest_the_cache_verified_is_trusted() -> None:
+    data = hs.manifest([hs.Entry("config.json", 2, "1" * 40)], REPO_ID, REV)
+    raw = hs.manifest_text(data).encode()
+    anchor = hashlib.sha256(raw).hexdigest()
+    assert hs.trusted_manifest(raw, anchor, "http://cache/m") == data
+    forged = raw.replace(b"1" * 40, b"2" * 40)  # consistent, but not what the cache verified
+    with pytest.raises(hs.SnapshotError, match=f"not the trusted {anchor}"):
+        hs.trusted_manifest(forged, anchor, "http://cache/m")
 
 
 def make_file(paths: hs.Paths, name: str, content: bytes, lfs: bool) -> hs.Entry:
