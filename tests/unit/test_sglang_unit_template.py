@@ -7,8 +7,12 @@ import shlex
 import jinja2
 import pytest
 import yaml
+from ansible.errors import AnsibleFilterError
 from ansible.plugins.filter.core import FilterModule as CoreFilters
 from conftest import REPO
+
+from ansible_collections.glm.fleet.plugins.filter.systemd import systemd_exec
+from ansible_collections.glm.fleet.plugins.filter.unsafe_text import unsafe_text
 
 ROLE = REPO / "roles" / "sglang_server"
 
@@ -31,6 +35,7 @@ def render(**overrides: object) -> str:
         undefined=jinja2.StrictUndefined, keep_trailing_newline=True, trim_blocks=True
     )
     env.filters.update(CoreFilters().filters())
+    env.filters["glm.fleet.systemd_exec"] = systemd_exec
     vars_ = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
     vars_.update(overrides)
     private = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
@@ -99,7 +104,9 @@ def test_extras_env_and_metrics_are_rendered() -> None:
             sglang_server_enable_metrics=True,
         )
     )
-    assert "NCCL_DEBUG=WARN" in argv
+    # The environment goes through a root-only env file: its values are not in the 0644 unit.
+    assert argv[argv.index("--env-file") + 1] == "/etc/glm-fleet/sglang/pareto-glm53-flash.env"
+    assert "WARN" not in " ".join(argv)
     assert argv[argv.index("--mem-fraction-static") + 1] == "0.9"
     assert "--enable-metrics" in argv
     assert argv[-2:] == ["--tool-call-parser", "glm47"]
@@ -111,3 +118,47 @@ def test_unit_restarts_on_failure_with_a_start_limit() -> None:
     assert "StartLimitBurst=5" in unit
     assert "ExecStartPre=-/usr/bin/docker rm --force pareto-glm53-flash" in unit
     assert "ExecStop=/usr/bin/docker stop --time 60 pareto-glm53-flash" in unit
+
+
+def test_every_value_stays_one_argument_whatever_it_holds() -> None:
+    """A value cannot add a docker flag, a systemd specifier or a variable: it stays one word."""
+    argv = exec_start(
+        render(
+            sglang_server_shm_size="64g --privileged",
+            sglang_server_served_model_name="team's %Z model $HOME",
+            sglang_server_extra_args=["--chat-template", 'a "quoted" \\path'],
+        )
+    )
+    assert "--shm-size=64g --privileged" in argv
+    assert "--privileged" not in argv
+    assert argv[argv.index("--served-model-name") + 1] == "team's %%Z model $$HOME"  # systemd reads %Z, $HOME
+    assert argv[argv.index("--chat-template") + 1] == 'a "quoted" \\path'
+
+
+def test_a_line_break_cannot_end_the_exec_line() -> None:
+    with pytest.raises(AnsibleFilterError, match="control character"):
+        render(sglang_server_served_model_name="glm\nExecStartPost=/bin/sh -c id")
+    with pytest.raises(AnsibleFilterError, match="control character"):
+        render(sglang_server_extra_args=["--x", "y\n"])
+
+
+@pytest.mark.parametrize(
+    ("word", "expected"),
+    [
+        ("plain-word_1.2:3,4@5+6=7/8", "plain-word_1.2:3,4@5+6=7/8"),
+        ("50%", "'50%%'"),
+        ("$HOME", "'$$HOME'"),
+        ("a b", "'a b'"),
+        ("it's", '"it\'s"'),
+        ('back\\slash"quote', '"back\\\\slash\\"quote"'),
+        (4, "4"),
+    ],
+)
+def test_systemd_words(word: object, expected: str) -> None:
+    assert systemd_exec([word]) == expected
+
+
+def test_unsafe_text_names_entries_without_their_values() -> None:
+    assert unsafe_text({"OK": "x", "BAD": "sk-secret\n", "NUM": 5}) == ["BAD"]
+    assert unsafe_text(["--a", "b\tc", "d"]) == [1]
+    assert unsafe_text("clean") == []

@@ -77,6 +77,15 @@ def test_unit_renders_the_recipes_launch_line(host) -> None:  # noqa: ANN001
     assert "--restart" not in unit  # systemd restarts it, docker keeps no policy
 
 
+def test_container_environment_comes_from_a_root_only_env_file(host) -> None:  # noqa: ANN001
+    env_file = host.file(f"/etc/glm-fleet/sglang/{UNIT}.env")
+    assert (env_file.user, env_file.group, env_file.mode) == ("root", "root", 0o600)
+    assert env_file.content_string == "GLM_STANDIN_LOAD_SECONDS=3\n"  # the lab's sglang_server_env
+    unit = host.file(f"/etc/systemd/system/{UNIT}.service").content_string
+    assert f"--env-file /etc/glm-fleet/sglang/{UNIT}.env" in unit
+    assert "GLM_STANDIN_LOAD_SECONDS" not in unit
+
+
 def test_service_is_active_and_enabled(host) -> None:  # noqa: ANN001
     service = host.service(UNIT)
     assert service.is_running, journal(host)
