@@ -148,6 +148,16 @@ def test_state_absent_removes_what_the_role_wrote_and_nothing_else(
 ) -> None:
     laptop = onboarded["laptop"]
     in_node(laptop, "su", "-", "dev", "-c", "mkdir -p ~/.claude && echo '{}' > ~/.claude/settings.json")
+    # The developer's own additions: a permission and a variable in the fleet profile, a script of
+    # theirs that happens to be named like the launchers.
+    own = as_developer(
+        laptop,
+        """cd ~/.config/glm-fleet/claude/fleet
+        python3 -c 'import json; s = json.load(open("settings.json")); s["permissions"] = {"allow": ["Bash(ls:*)"]}
+        s["env"]["MY_OWN"] = "kept"; json.dump(s, open("settings.json", "w"))'
+        printf '#!/bin/sh\\necho mine\\n' > ~/.local/bin/claude-glm-mine && chmod +x ~/.local/bin/claude-glm-mine""",
+    )
+    assert own.returncode == 0, own.stderr
     playbook = REPO / "playbooks" / "developer_laptops.yml"
     runner = Runner(tmp_path_factory.mktemp("absent"))
     removed = runner.playbook(playbook, extravars={"claude_code_state": "absent"})
@@ -162,12 +172,16 @@ def test_state_absent_removes_what_the_role_wrote_and_nothing_else(
             ".config/glm-fleet/claude/lyceum/settings.json",
         ):
             assert in_node(laptop, "test", "-e", f"{home}/{path}", check=False).returncode == 1, path
+        # The developer's own keys stay, without any of the role's; so does their own script.
+        left = json.loads(in_node(laptop, "cat", f"{home}/.config/glm-fleet/claude/fleet/settings.json").stdout)
+        assert left == {"permissions": {"allow": ["Bash(ls:*)"]}, "env": {"MY_OWN": "kept"}}
+        assert in_node(laptop, "cat", f"{home}/.local/bin/claude-glm-mine").stdout == "#!/bin/sh\necho mine\n"
         # Claude Code's own state in the fleet profile stays, and so do the CLI and ~/.claude.
         assert in_node(laptop, "test", "-d", f"{home}/.config/glm-fleet/claude/fleet", check=False).returncode == 0
         assert in_node(laptop, "test", "-e", f"{home}/.config/glm-fleet/claude/lyceum", check=False).returncode == 1
         assert in_node(laptop, "cat", f"{home}/.claude/settings.json").stdout.strip() == "{}"
         assert in_node(laptop, "test", "-x", f"{home}/.local/bin/claude", check=False).returncode == 0
     finally:
-        in_node(laptop, "rm", "-rf", "/home/dev/.claude")
+        in_node(laptop, "rm", "-rf", "/home/dev/.claude", "/home/dev/.local/bin/claude-glm-mine")
         again = runner.playbook(playbook)
         assert again.status == "successful", run_log(again)

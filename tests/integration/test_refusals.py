@@ -148,6 +148,29 @@ def test_toolkit_refuses_a_rhel_family_system(runner: Runner) -> None:
             {"claude_code_fleet_auth_token": "sk-from-echo-with-newline\n"},
             "claude_code_fleet_auth_token holds a space, a line break",
         ),
+        (
+            {
+                "claude_code_fleet_base_url": "http://127.0.0.1@evil.example:18080",
+                "claude_code_allow_insecure_http": False,
+            },
+            'claude_code_fleet_base_url must not carry user info (the part before @ is not the host); got: "http://127.0.0.1@',
+        ),
+        (
+            {"claude_code_fleet_base_url": "http://127.evil.example:18080", "claude_code_allow_insecure_http": False},
+            "claude_code_fleet_base_url=http://127.evil.example:18080 must be an https URL",
+        ),
+        (
+            {"claude_code_fleet_base_url": "https://glm.example.internal\necho owned"},
+            'claude_code_fleet_base_url must hold no spaces or control characters; got: "https://glm.example.internal\\necho',
+        ),
+        (
+            {
+                "claude_code_env_overrides": {"OPENAI_BASE_URL": "http://10.9.9.9/v1"},
+                "claude_code_allow_insecure_http": False,
+            },
+            "claude_code_env_overrides.OPENAI_BASE_URL=http://10.9.9.9/v1 must be an https URL",
+        ),
+        ({"claude_code_env_overrides": {"BAD NAME": "x"}}, '"BAD NAME" is not an environment variable name'),
     ],
     ids=[
         "insecure-http",
@@ -157,6 +180,11 @@ def test_toolkit_refuses_a_rhel_family_system(runner: Runner) -> None:
         "small-window",
         "big-output",
         "token-with-newline",
+        "user-info-host",
+        "look-alike-loopback",
+        "newline-in-url",
+        "override-url",
+        "override-name",
     ],
 )
 def test_claude_code_refuses_bad_input(runner: Runner, extravars: dict[str, Any], expected: str) -> None:

@@ -97,5 +97,5 @@ def test_launchers_are_on_the_developers_path(host) -> None:  # noqa: ANN001
         assert path == f"{HOME}/.local/bin/{name}"
         launcher = host.file(path)
         assert launcher.mode == 0o755
-        assert f"CLAUDE_CONFIG_DIR='{ROOT}/{profile}'" in launcher.content_string
+        assert f"CLAUDE_CONFIG_DIR={ROOT}/{profile}\n" in launcher.content_string  # shell-quoted when it needs it
         assert "TOKEN" not in launcher.content_string
