@@ -17,6 +17,8 @@ X-Linked-Etag), the git blob id for the others.
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import hashlib
 import json
 import os
@@ -299,11 +301,59 @@ def load_records(state_file: Path) -> dict[str, dict]:
         return {}
 
 
+def write_atomic(path: Path, text: str) -> None:
+    """Write text to path so that a reader sees the old or the new content, never a part."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def save_records(state_file: Path, records: dict[str, dict]) -> None:
-    state_file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = state_file.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"files": records}, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, state_file)
+    write_atomic(state_file, json.dumps({"files": records}, indent=1, sort_keys=True) + "\n")
+
+
+class FetchLock:
+    """One fetch at a time per state directory: a second run is told who holds it, at once."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.path = state_dir / "fetch.lock"
+        self.fd: int | None = None
+
+    def __enter__(self) -> FetchLock:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as err:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise SnapshotError(
+                f"another weights fetch is running on this host (pid {holder}, lock {self.path}): "
+                "wait for it to finish, or stop it, then run again"
+            ) from err
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        self.fd = fd
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # closing releases the lock
+            self.fd = None
+
+
+def no_space_message(err: OSError, where: Path, entry: Entry, free: int) -> str | None:
+    """A clear message for a full disk (ENOSPC), else None."""
+    if err.errno != errno.ENOSPC:
+        return None
+    return (
+        f"no space left on the file system of {where} while fetching {entry.path}: it needs {entry.size} bytes "
+        f"and {free} bytes are free; free space there (or point the cache elsewhere) and run again"
+    )
 
 
 def local_status(paths: Paths, entry: Entry, record: dict | None, full: bool) -> tuple[str, dict | None]:

@@ -188,6 +188,7 @@ from ansible_collections.glm.fleet.plugins.module_utils._hf_snapshot import (
     SHA256_RE,
     Digest,
     Entry,
+    FetchLock,
     FetchReport,
     HubRefused,
     Paths,
@@ -205,6 +206,7 @@ from ansible_collections.glm.fleet.plugins.module_utils._hf_snapshot import (
     manifest,
     manifest_text,
     mirror_url,
+    no_space_message,
     parse_child,
     partial_bytes,
     remove_local,
@@ -214,6 +216,7 @@ from ansible_collections.glm.fleet.plugins.module_utils._hf_snapshot import (
     stat_key,
     trusted_manifest,
     watch_process,
+    write_atomic,
 )
 
 
@@ -326,9 +329,12 @@ class Snapshot:
                 digest=digest,
             )
         except OSError as err:
-            raise SnapshotError(f"{url}: {err}") from err
+            raise SnapshotError(self.no_space(err, entry) or f"{url}: {err}") from err
         os.replace(partial, self.paths.blob(entry))
         return digest
+
+    def no_space(self, err: OSError, entry: Entry) -> str | None:
+        return no_space_message(err, self.paths.blobs, entry, free_bytes(self.paths.cache_dir))
 
     def fetch(self, entry: Entry) -> tuple[FetchReport, dict]:
         report = FetchReport(path=entry.path, bytes=entry.size, seconds=0.0)
@@ -353,6 +359,13 @@ class Snapshot:
             except HubRefused:
                 raise
             except SnapshotError as err:
+                if "no space left" in str(err):
+                    raise  # another attempt cannot help
+                report.errors.append(f"attempt {report.attempts}: {err}")
+            except OSError as err:
+                full = self.no_space(err, entry)
+                if full:
+                    raise SnapshotError(full) from err
                 report.errors.append(f"attempt {report.attempts}: {err}")
         raise SnapshotError(f"{entry.path}: failed after {report.attempts} attempts: " + "; ".join(report.errors))
 
@@ -391,18 +404,30 @@ def run(module: AnsibleModule) -> dict:
         records = load_records(snap.records_file)
         fetched = []
         if not module.check_mode:
-            snap.state_dir.mkdir(parents=True, exist_ok=True)
-            for path in p["files"]:
-                entry = by_path[path]
-                # what the plan found there is wrong or partial; the mirror resumes its own partial file
-                remove_local(snap.paths, entry, keep=snap.partial_name(entry) if p["source"] == "mirror" else "")
-                report, record = snap.fetch(entry)
-                records[path] = record
-                save_records(snap.records_file, records)
-                fetched.append(report.__dict__)
+            with FetchLock(snap.state_dir):
+                fetched = fetch_files(snap, p, by_path, records)
         result.update(changed=bool(p["files"]), fetched=fetched, to_fetch=[])
         return result
-    # finalize: every file verified, the records and the manifest written
+    return finalize(module, snap, entries, result)
+
+
+def fetch_files(snap: Snapshot, p: dict, by_path: dict[str, Entry], records: dict[str, dict]) -> list[dict]:
+    """Fetch the files one by one; a file is recorded only once it verified."""
+    fetched = []
+    for path in p["files"]:
+        entry = by_path[path]
+        # what the plan found there is wrong or partial; the mirror resumes its own partial file
+        remove_local(snap.paths, entry, keep=snap.partial_name(entry) if p["source"] == "mirror" else "")
+        report, record = snap.fetch(entry)
+        records[path] = record
+        save_records(snap.records_file, records)
+        fetched.append(report.__dict__)
+    return fetched
+
+
+def finalize(module: AnsibleModule, snap: Snapshot, entries: list[Entry], result: dict) -> dict:
+    """Every file verified: the records and the manifest (the cache's trust anchor) written."""
+    p = module.params
     to_fetch, fresh = snap.plan(entries)
     if to_fetch:
         raise SnapshotError(f"the snapshot is incomplete or does not verify: {[f['path'] for f in to_fetch]}")
@@ -411,10 +436,10 @@ def run(module: AnsibleModule) -> dict:
     manifest_file = snap.state_dir / f"{snap.paths.repo.name}--{p['revision']}.manifest.json"
     changed = fresh != before or not manifest_file.exists() or manifest_file.read_text() != wanted_manifest
     if changed and not module.check_mode:
-        snap.state_dir.mkdir(parents=True, exist_ok=True)
-        save_records(snap.records_file, fresh)
-        manifest_file.write_text(wanted_manifest)
-        snap.progress_file.unlink(missing_ok=True)
+        with FetchLock(snap.state_dir):
+            save_records(snap.records_file, fresh)
+            write_atomic(manifest_file, wanted_manifest)
+            snap.progress_file.unlink(missing_ok=True)
     result.update(
         changed=changed,
         to_fetch=[],

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -316,3 +318,37 @@ def test_over_xet_network_bytes_move_the_watchdog_while_the_file_stands_still(
         reporter.update_progress(report(1000, 1000))
         seen.append(hs.reported_bytes(counter))
     assert seen == [0, 300, 600, 900, 900, 2000]
+
+
+def test_a_second_fetch_on_the_same_host_is_told_who_runs(tmp_path: Path) -> None:
+    message = rf"another weights fetch is running on this host \(pid {os.getpid()}"
+    with hs.FetchLock(tmp_path), pytest.raises(hs.SnapshotError, match=message):
+        hs.FetchLock(tmp_path).__enter__()
+    with hs.FetchLock(tmp_path):  # released: the next run takes it
+        pass
+
+
+def test_a_full_disk_says_where_and_how_much() -> None:
+    entry = hs.Entry("model-00001-of-00002.safetensors", 5_000_000_000, "1" * 40, "5" * 64)
+    full = OSError(errno.ENOSPC, "No space left on device")
+    message = hs.no_space_message(full, Path("/var/lib/glm-fleet/huggingface/hub"), entry, 1_000)
+    assert message is not None
+    assert "/var/lib/glm-fleet/huggingface/hub" in message
+    assert "needs 5000000000 bytes and 1000 bytes are free" in message
+    assert hs.no_space_message(OSError(errno.EIO, "I/O error"), Path("/x"), entry, 1) is None
+
+
+def test_state_is_written_whole_or_not_at_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "records.json"
+    hs.write_atomic(target, "old\n")
+
+    def crash(self: Path, text: str) -> None:
+        Path.write_bytes(self, text[:2].encode())
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", crash)
+    with pytest.raises(OSError, match="No space left"):
+        hs.write_atomic(target, "new content\n")
+    monkeypatch.undo()
+    assert target.read_text() == "old\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["records.json"]  # no temporary file left behind
