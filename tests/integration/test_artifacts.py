@@ -236,3 +236,18 @@ def test_every_node_refuses_a_forged_mirror(runner: Runner, impostor: dict[str, 
         assert expected in message, (host, message)
         assert node_exec(host, "sha256sum", f"{HF_HUB}/snapshots/{REVISION}/config.json").stdout == before[host]
         assert node_exec(host, "cat", "/etc/glm-fleet-traversal-victim").stdout == "victim\n"
+
+
+def test_a_signing_key_other_than_the_pinned_one_is_refused_before_apt_trusts_it(runner: Runner) -> None:
+    """The lab's repository is signed with the lab's own key: pinned to NVIDIA's real fingerprint,
+    the role must stop before it writes the key where apt would trust it."""
+    keyring = "/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg"
+    before = node_exec(TARGET, "sha256sum", keyring, "/etc/apt/keyrings/nvidia-container-toolkit.asc").stdout
+    nvidia = "C95B321B61E88C1809C4F759DDCAE044F796ECB0"
+    run = runner.playbook(PLAYBOOK, extravars={"target": TARGET, "role": "glm.fleet.nvidia_container_toolkit",
+                                               "nvidia_container_toolkit_gpg_key_fingerprint": nvidia})  # fmt: skip
+    assert run.status == "failed", run_log(run)
+    message = failure_message(run)
+    assert f"not the pinned nvidia_container_toolkit_gpg_key_fingerprint={nvidia}" in message, message
+    assert run.stats["changed"] == {}
+    assert node_exec(TARGET, "sha256sum", keyring, "/etc/apt/keyrings/nvidia-container-toolkit.asc").stdout == before

@@ -98,8 +98,9 @@ def test_preflight_refuses_an_nvswitch_node_without_fabric_manager(runner: Runne
             {"nvidia_container_toolkit_repo_base_url": "mirror.example.internal/nvidia"},
             "nvidia_container_toolkit_repo_base_url must be an http(s) URL; got: mirror.example.internal/nvidia",
         ),
+        ({"nvidia_container_toolkit_gpg_key_fingerprint": "F796ECB0"}, "must be a 40-hex key fingerprint"),
     ],
-    ids=["unpinned-latest", "unpinned-minor", "malformed-mirror", "malformed-repo-url"],
+    ids=["unpinned-latest", "unpinned-minor", "malformed-mirror", "malformed-repo-url", "short-fingerprint"],
 )
 def test_toolkit_refuses_bad_input(runner: Runner, extravars: dict[str, Any], expected: str) -> None:
     assert expected in refusal(runner, "glm.fleet.nvidia_container_toolkit", extravars)

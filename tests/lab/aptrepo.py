@@ -105,3 +105,9 @@ def build(base: Path, gnupg_home: Path) -> Path:
     run([*sign, "--clearsign", "-o", "InRelease", "Release"], cwd=flat, env=env)
     run([*sign, "--armor", "--detach-sign", "-o", "Release.gpg", "Release"], cwd=flat, env=env)
     return key
+
+
+def fingerprint(key: Path) -> str:
+    """The primary key fingerprint of an armored public key (what the role pins)."""
+    out = run(["gpg", "--batch", "--with-colons", "--show-keys", str(key)]).stdout.decode()
+    return next(line.split(":")[9] for line in out.splitlines() if line.startswith("fpr:"))

@@ -620,6 +620,7 @@ def write_services_vars(endpoints: dict[str, str]) -> None:
         f'glm_lab_sglang_image: "{endpoints["sglang_image"]}"\n'
         f'glm_lab_api_key: "{key_file.read_text().strip()}"\n'
         f'glm_lab_hf_token: "{(STATE_DIR / "hf_token").read_text().strip()}"\n'
+        f'glm_lab_apt_key_fingerprint: "{aptrepo.fingerprint(WWW / "nvidia" / "gpgkey")}"\n'
     )
 
 
