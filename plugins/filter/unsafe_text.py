@@ -13,7 +13,7 @@ short_description: The keys (or list positions) whose values hold control charac
 version_added: 0.1.0
 description:
   - Returns the keys of a mapping, or the positions in a list, whose value, as text, holds a control
-    character (U+0000 to U+001F or U+007F: line breaks, tabs, escapes). Such a value would end a line
+    character (U+0000 to U+001F or U+007F, so line breaks, tabs and escapes). Such a value would end a line
     of a unit, an env file or a header, or add one. Values of any type are read as text.
   - Names the offending entries without their values, so that a check can report a secret's name.
 author:

@@ -21,7 +21,7 @@ description:
     snapshot (O(endpoint)C(/REPO/REVISION/PATH), manifest at O(endpoint)C(/REPO/REVISION.manifest.json)),
     resuming partial files with Range requests. The manifest is trusted only if its sha256 is
     O(manifest_sha256), which must come from the site cache over Ansible's own channel (the cache's
-    C(manifest_sha256) return value), never from the mirror: a forged manifest or file is refused.
+    C(manifest_sha256) return value), never from the mirror; a forged manifest or file is refused.
   - Every file is verified after its download, LFS files by sha256 (the Hub's LFS oid), the
     others by their git blob id; a file that does not verify is removed and fetched again.
     Verified files are recorded (size, mtime, inode) in O(state_dir), so later runs do not hash
