@@ -140,3 +140,16 @@ def test_api_key_appears_nowhere(runner: Runner, serving: list[str]) -> None:
     finally:
         restore = runner.playbook(PLAYBOOK)
         assert restore.status == "successful", run_log(restore)
+
+
+def test_the_serving_key_is_not_an_admin_key(runner: Runner, serving: list[str]) -> None:
+    """With an admin key set, SGLang's admin routes refuse the key the laptops hold."""
+    results = {}
+    for name, key in (("serving", "glm_lab_api_key"), ("admin", "glm_lab_admin_api_key")):
+        args = (
+            "url=http://127.0.0.1:18080/flush_cache method=POST status_code=200,401 "
+            f'headers=\'{{"Authorization": "Bearer {{{{ {key} }}}}"}}\''
+        )
+        run = runner.module(serving[0], "ansible.builtin.uri", args)
+        results[name] = host_results(run)[serving[0]]["status"]
+    assert results == {"serving": 401, "admin": 200}

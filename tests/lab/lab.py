@@ -609,16 +609,18 @@ def services() -> dict[str, str]:
 
 def write_services_vars(endpoints: dict[str, str]) -> None:
     """Group vars for the lab: the images it pushed (by digest) and its API key (kept across runs)."""
-    key_file = STATE_DIR / "api_key"
-    if not key_file.exists():
-        key_file.touch(mode=0o600)
-        key_file.write_text(secrets.token_hex(24))
+    key_file, admin_file = STATE_DIR / "api_key", STATE_DIR / "admin_api_key"
+    for path in (key_file, admin_file):
+        if not path.exists():
+            path.touch(mode=0o600)
+            path.write_text(secrets.token_hex(24))
     SERVICES_VARS.touch(mode=0o600)
     SERVICES_VARS.write_text(
         "---\n# Written by tests/lab/lab.py: images the lab pushed to its registry mirror, and its API key.\n"
         f'glm_lab_smoke_image: "{endpoints["smoke_image"]}"\n'
         f'glm_lab_sglang_image: "{endpoints["sglang_image"]}"\n'
         f'glm_lab_api_key: "{key_file.read_text().strip()}"\n'
+        f'glm_lab_admin_api_key: "{admin_file.read_text().strip()}"\n'
         f'glm_lab_hf_token: "{(STATE_DIR / "hf_token").read_text().strip()}"\n'
         f'glm_lab_apt_key_fingerprint: "{aptrepo.fingerprint(WWW / "nvidia" / "gpgkey")}"\n'
     )

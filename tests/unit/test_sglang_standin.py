@@ -72,19 +72,22 @@ def server(tmp_path_factory: pytest.TempPathFactory, lab_tokenizer: Path) -> Ite
     args = ["--port", str(port), "--context-length", str(CONTEXT), "--api-key", KEY, "--max-running-requests", "1"]
     proc = launch(home, *args, "--enable-metrics", env={"GLM_STANDIN_SECONDS_PER_TOKEN": "0.02"})
     url = f"http://127.0.0.1:{port}"
+    wait_healthy(url, proc)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def wait_healthy(url: str, proc: subprocess.Popen[str]) -> None:
     for _attempt in range(100):
         try:
             with urllib.request.urlopen(f"{url}/health", timeout=1) as resp:  # noqa: S310 - local test server
                 if resp.status == 200:
-                    break
+                    return
         except (urllib.error.URLError, ConnectionError):
             time.sleep(0.1)
-    else:
-        proc.kill()
-        pytest.fail(f"the stand-in did not start: {proc.communicate()[0]}")
-    yield url
-    proc.terminate()
-    proc.wait(timeout=10)
+    proc.kill()
+    pytest.fail(f"the stand-in did not start: {proc.communicate()[0]}")
 
 
 def call(url: str, path: str, body: Any = None, token: str | None = KEY, header: str | None = None) -> tuple[int, str]:
@@ -136,18 +139,40 @@ def sglang_auth() -> ModuleType:
     return module
 
 
-@pytest.mark.parametrize("path", ["/v1/messages", "/v1/models", "/health", "/health_generate", "/metrics", "/ready"])
-@pytest.mark.parametrize(
-    "header",
-    [None, f"Bearer {KEY}", f"bearer {KEY}", f"BEARER {KEY}", f"Bearer  {KEY}", f"Bearer {KEY}x", KEY, "Basic x"],
-)
-def test_api_key_decisions_are_sglangs(sglang_auth: ModuleType, server: str, path: str, header: str | None) -> None:
-    """The stand-in admits exactly the requests that SGLang's decide_request_auth admits."""
+ADMIN_KEY = "sk-contract-test-admin"
+PATHS = ["/v1/messages", "/v1/models", "/health", "/health_generate", "/metrics", "/ready", "/flush_cache"]
+HEADERS = [None, f"Bearer {KEY}", f"bearer {KEY}", f"BEARER {KEY}", f"Bearer  {KEY}", f"Bearer {KEY}x", KEY, "Basic x",
+           f"Bearer {ADMIN_KEY}"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def admin_server(tmp_path_factory: pytest.TempPathFactory, lab_tokenizer: Path) -> Iterator[str]:
+    """The same stand-in with an admin key as well: the serving key no longer opens admin routes."""
+    home = hf_home(tmp_path_factory.mktemp("hf-admin"), lab_tokenizer)
+    port = free_port()
+    proc = launch(home, "--port", str(port), "--api-key", KEY, "--admin-api-key", ADMIN_KEY)
+    url = f"http://127.0.0.1:{port}"
+    wait_healthy(url, proc)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.mark.parametrize("admin", [False, True], ids=["api-key", "api-and-admin-key"])
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("header", HEADERS)
+def test_api_key_decisions_are_sglangs(
+    sglang_auth: ModuleType, request: pytest.FixtureRequest, admin: bool, path: str, header: str | None
+) -> None:
+    """The stand-in admits exactly the requests that SGLang's decide_request_auth admits, at the
+    auth level SGLang gives the route (/flush_cache is ADMIN_OPTIONAL)."""
+    url = request.getfixturevalue("admin_server" if admin else "server")
+    level = sglang_auth.AuthLevel.ADMIN_OPTIONAL if path == "/flush_cache" else sglang_auth.AuthLevel.NORMAL
     decision = sglang_auth.decide_request_auth(
-        method="GET", path=path, authorization_header=header, api_key=KEY, admin_api_key=None,
-        auth_level=sglang_auth.AuthLevel.NORMAL,
+        method="GET", path=path, authorization_header=header, api_key=KEY,
+        admin_api_key=ADMIN_KEY if admin else None, auth_level=level,
     )  # fmt: skip
-    status, body = call(server, path, header=header if header is not None else "", token=None)
+    status, body = call(url, path, header=header if header is not None else "", token=None)
     assert (status != 401) == decision.allowed, (path, header, status, body)
     if status == 401:
         assert json.loads(body) == {"error": "Unauthorized"}

@@ -21,23 +21,35 @@ from typing import Any
 
 from tokenizers import Tokenizer as HFTokenizer  # the stand-in image carries the wheel
 
-# --- API key: sglang/srt/utils/auth.py, decide_request_auth (every stand-in route is NORMAL level) --
+# --- API keys: sglang/srt/utils/auth.py, decide_request_auth --------------------------------------
+
+# The stand-in's routes that SGLang marks @auth_level(AuthLevel.ADMIN_OPTIONAL) (http_server.py).
+ADMIN_OPTIONAL = ("/flush_cache", "/update_weights_from_disk", "/start_profile", "/stop_profile", "/set_internal_state")
 
 
-def authorized(method: str, path: str, authorization: str | None, api_key: str | None) -> bool:
-    """SGLang's decision for a NORMAL-level route: OPTIONS, /health*, /ready* and /metrics* are
-    always open; with an API key, `Authorization` must be `<bearer, any case> <key>` (one space
-    splits scheme and token; the token is compared in constant time). `x-api-key` is not read."""
-    if method == "OPTIONS" or path.startswith(("/health", "/ready", "/metrics")):
-        return True
-    if not api_key:
-        return True
+def _bearer(authorization: str | None, expected: str) -> bool:
+    """`<bearer, any case> <token>` (one space splits scheme and token), compared in constant time."""
     if not authorization:
         return False
     parts = authorization.split(" ", 1)
     if len(parts) != 2 or parts[0].lower() != "bearer":
         return False
-    return hmac.compare_digest(parts[1].encode(), api_key.encode())
+    return hmac.compare_digest(parts[1].encode(), expected.encode())
+
+
+def auth_status(
+    method: str, path: str, authorization: str | None, api_key: str | None, admin_api_key: str | None
+) -> int:
+    """SGLang's decision as an HTTP status (200 allowed, else 401): OPTIONS, /health*, /ready* and
+    /metrics* are always open; an admin route takes the admin key when one is set (the API key is
+    then refused), else the API key; every other route takes the API key when one is set.
+    `x-api-key` is not read."""
+    if method == "OPTIONS" or path.startswith(("/health", "/ready", "/metrics")):
+        return 200
+    key = (admin_api_key or api_key) if path in ADMIN_OPTIONAL else api_key
+    if not key:
+        return 200
+    return 200 if _bearer(authorization, key) else 401
 
 
 # --- Context length: sglang/srt/managers/tokenizer_manager.py, _validate_one_request -------------

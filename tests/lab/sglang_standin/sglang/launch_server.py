@@ -20,8 +20,9 @@ exercised against what they meet in production:
   SGLang's message and envelope, when its input reaches the context length or input plus
   max_tokens exceeds it (unless --allow-auto-truncate); at most --max-running-requests generate at
   once, the others wait in the queue;
-- API key: with --api-key, `Authorization: Bearer <key>` on every path but /health*, /ready* and
-  /metrics*, else 401 {"error": "Unauthorized"};
+- API keys: with --api-key, `Authorization: Bearer <key>` on every path but /health*, /ready* and
+  /metrics*, else 401 {"error": "Unauthorized"}; with --admin-api-key, the admin routes (/flush_cache
+  here) take only that key;
 - generation: a fixed answer, at GLM_STANDIN_SECONDS_PER_TOKEN (default 0) per output token. A
   user message holding `[glm-lab tool NAME {JSON input}]` is answered with that tool call (a
   `tool_use` block, its input streamed as `input_json_delta`), the way a model asks a client to run
@@ -253,9 +254,13 @@ class Handler(BaseHTTPRequestHandler):
 
     def authorized(self) -> bool:
         path = self.path.split("?")[0]
-        if protocol.authorized(self.command, path, self.headers.get("Authorization"), self.state.args.api_key):
+        args = self.state.args
+        status = protocol.auth_status(
+            self.command, path, self.headers.get("Authorization"), args.api_key, args.admin_api_key
+        )
+        if status == 200:
             return True
-        self.send_json(401, {"error": "Unauthorized"})
+        self.send_json(status, {"error": "Unauthorized"})
         return False
 
     def body(self) -> dict[str, Any]:
@@ -300,6 +305,8 @@ class Handler(BaseHTTPRequestHandler):
                 "max_model_len": self.state.context_len,
             }
             self.send_json(200, {"object": "list", "data": [model]})
+        elif path == "/flush_cache":
+            self.flush_cache()
         elif path in ("/get_server_info", "/server_info"):
             info = {k: v for k, v in vars(args).items() if k not in ("api_key", "admin_api_key", "config")}
             with self.state.lock:
@@ -332,6 +339,9 @@ class Handler(BaseHTTPRequestHandler):
             self.send_json(503, {"error": {"message": "The server is not ready", "type": "ServiceUnavailable"}})
             return
         request = self.body()
+        if path == "/flush_cache":
+            self.flush_cache()
+            return
         routes = {
             "/v1/chat/completions": self.chat,
             "/v1/completions": self.completions,
@@ -343,6 +353,19 @@ class Handler(BaseHTTPRequestHandler):
             self.send_json(404, {"detail": "Not Found"})
             return
         routes[path](request)
+
+    def flush_cache(self) -> None:
+        """An admin route (ADMIN_OPTIONAL in SGLang): answers as SGLang's /flush_cache does."""
+        text = (
+            b"Cache flushed.\nPlease check backend logs for more details. "
+            b"(When there are running or waiting requests, the operation will not be performed.)\n"
+        )
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(text)))
+        self.end_headers()
+        self.wfile.write(text)
+        self.record(200)
 
     # --- Anthropic ---
 
