@@ -61,6 +61,12 @@ def test_the_recipe_line_is_one_variable_away() -> None:
     assert "--context-length 200000" in render()
     argv = exec_start(render(sglang_server_context_length=16384))
     recipe = shlex.split(RECIPE)
+    # The redactor runs docker: it keeps the keys SGLang logs at start out of the journal.
+    assert argv[:4] == [
+        "/usr/bin/python3", "/usr/local/libexec/glm-fleet/sglang-log-redact",
+        "/etc/glm-fleet/sglang/pareto-glm53-flash.yaml", "--",
+    ]  # fmt: skip
+    argv = argv[4:]
     # systemd runs docker in the foreground and removes the container on exit, instead of -d.
     assert argv[:3] == ["/usr/bin/docker", "run", "--rm"]
     assert recipe[:3] == ["docker", "run", "-d"]

@@ -44,7 +44,9 @@ def test_unit_renders_the_recipes_launch_line(host) -> None:  # noqa: ANN001
     unit = host.file(f"/etc/systemd/system/{UNIT}.service").content_string
     for part in [
         "ExecStartPre=-/usr/bin/docker rm --force pareto-glm53-flash",
-        "ExecStart=/usr/bin/docker run --rm",
+        "ExecStart=/usr/bin/python3 /usr/local/libexec/glm-fleet/sglang-log-redact "
+        f"/etc/glm-fleet/sglang/{UNIT}.yaml --",
+        "/usr/bin/docker run --rm",
         """--gpus '"device=0,1,2,3"'""",
         "--ipc=host",
         "--shm-size=64g",
@@ -124,7 +126,12 @@ def test_api_key_is_required_and_kept_out_of_sight(host) -> None:  # noqa: ANN00
     assert host.file("/etc/glm-fleet/sglang").mode == 0o700
     assert key not in host.file(f"/etc/systemd/system/{UNIT}.service").content_string
     assert key not in host.check_output("ps -eo args")
-    assert key not in host.check_output(f"journalctl -u {UNIT} --no-pager")
+    journal = host.check_output(f"journalctl -u {UNIT} --no-pager")
+    assert key not in journal
+    # The server logged its arguments with the keys (as SGLang does); the journal has them redacted.
+    assert "'api_key': '<redacted>'" in journal, journal[-2000:]
+    admin = host.file(f"/etc/glm-fleet/sglang/{UNIT}.yaml").content_string
+    assert "admin-api-key" in admin
     inspect = host.check_output(f"docker inspect {UNIT}")
     assert key not in inspect
 

@@ -27,6 +27,7 @@ exercised against what they meet in production:
   user message holding `[glm-lab tool NAME {JSON input}]` is answered with that tool call (a
   `tool_use` block, its input streamed as `input_json_delta`), the way a model asks a client to run
   a tool;
+- its arguments on stdout at start, `api_key` and `admin_api_key` included, as SGLang logs them;
 - one JSON line per request on stdout (path, status, model, input tokens, max_tokens, tool results
   in the request, whether and which bearer token: its sha256, never the token);
 - faults, from GLM_STANDIN_FAULT or a file /tmp/glm-standin-fault holding the name:
@@ -596,6 +597,8 @@ def main(argv: list[str]) -> int:
     server = ThreadingHTTPServer((args.host, args.port), Handler)
     server.daemon_threads = True
     print(f"[glm.fleet lab stand-in] sglang {VERSION}: loading {args.model_path} from {snapshot}", flush=True)
+    # sglang 0.5.23 entrypoints/engine.py: logger.info(f"server_args={...}"), keys included
+    print(f"server_args={ {k: v for k, v in vars(args).items() if k != 'config'} }", flush=True)
 
     def load() -> None:
         time.sleep(float(os.environ.get("GLM_STANDIN_LOAD_SECONDS", "3")))
