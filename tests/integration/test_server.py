@@ -153,3 +153,22 @@ def test_the_serving_key_is_not_an_admin_key(runner: Runner, serving: list[str])
         run = runner.module(serving[0], "ansible.builtin.uri", args)
         results[name] = host_results(run)[serving[0]]["status"]
     assert results == {"serving": 401, "admin": 200}
+
+
+def test_the_port_is_closed_to_every_host_but_the_allowed_ones(serving: list[str]) -> None:
+    """gpu-1 publishes 18080 on all addresses, with the laptop as its only allowed source: another
+    GPU node cannot connect, the laptop can, and so can the node itself."""
+    target = lab.status()["nodes"]
+    address = next(n["address"] for n in target if n["name"] == serving[0])
+    url = f"http://{address}:18080/health"
+    probe = ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "3", url]
+    other = next(n["name"] for n in target if n["group"] == "gpu_nodes" and n["name"] != serving[0])
+    blocked = subprocess.run(
+        ["docker", "exec", f"{lab.PREFIX}-{other}", *probe], capture_output=True, text=True, check=False
+    )
+    assert blocked.returncode == 28, (blocked.returncode, blocked.stdout)  # no answer: dropped
+    allowed = subprocess.run(
+        ["docker", "exec", f"{lab.PREFIX}-laptop-1", *probe], capture_output=True, text=True, check=False
+    )
+    assert allowed.stdout == "200"
+    assert node_exec(serving[0], *probe[:-1], "http://127.0.0.1:18080/health") == "200"

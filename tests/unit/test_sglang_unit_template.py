@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import shlex
+from pathlib import Path
+from types import ModuleType
 
 import jinja2
 import pytest
@@ -168,3 +171,34 @@ def test_unsafe_text_names_entries_without_their_values() -> None:
     assert unsafe_text({"OK": "x", "BAD": "sk-secret\n", "NUM": 5}) == ["BAD"]
     assert unsafe_text(["--a", "b\tc", "d"]) == [1]
     assert unsafe_text("clean") == []
+
+
+def test_the_port_guard_runs_before_every_start_with_the_allowed_sources() -> None:
+    unit = render(sglang_server_allowed_sources=["172.30.253.100", "10.20.0.0/16"])
+    line = next(x for x in unit.splitlines() if "sglang-port-guard" in x)
+    assert shlex.split(line.removeprefix("ExecStartPre=")) == [
+        "/usr/bin/python3", "/usr/local/libexec/glm-fleet/sglang-port-guard", "GLM-pareto-glm53-flash", "18080",
+        "172.30.253.100", "10.20.0.0/16",
+    ]  # fmt: skip
+
+
+def test_the_port_guard_drops_all_but_the_allowed_sources() -> None:
+    guard = load_file(ROLE / "files" / "sglang_port_guard.py")
+    assert guard.rules("GLM-x", ["172.30.253.100", "10.20.0.7/16"]) == [
+        ["-A", "GLM-x", "-s", "172.30.253.100/32", "-j", "RETURN"],
+        ["-A", "GLM-x", "-s", "10.20.0.0/16", "-j", "RETURN"],
+        ["-A", "GLM-x", "-j", "DROP"],
+    ]
+    assert guard.rules("GLM-x", []) == [["-A", "GLM-x", "-j", "DROP"]]
+    assert guard.jump("GLM-x", 18080) == [
+        "DOCKER-USER", "-p", "tcp", "-m", "conntrack", "--ctstate", "NEW", "--ctorigdstport", "18080", "-j", "GLM-x",
+    ]  # fmt: skip
+
+
+def load_file(path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

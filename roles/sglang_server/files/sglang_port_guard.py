@@ -1,0 +1,67 @@
+# Copyright: glm.fleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Close the server's published port to every source but the allowed ones, whatever docker does.
+
+    python3 sglang-port-guard CHAIN PORT [SOURCE...]
+
+Docker publishes a port with DNAT rules that bypass the host's INPUT chain, and engines before 28
+route LAN traffic to a port published on 127.0.0.1 as well (see CVE-2025-54388). Packets forwarded
+to a container pass docker's DOCKER-USER chain first; this puts one rule there that sends every
+new connection whose original destination port is PORT to CHAIN, and fills CHAIN with: accept the
+allowed sources (addresses or CIDRs), drop the rest. The node's own connections to 127.0.0.1 go
+through docker's proxy, not the FORWARD path, and stay open. Idempotent: run before every start
+(rules do not survive a reboot).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import shutil
+import subprocess
+import sys
+
+
+def iptables(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    binary = shutil.which("iptables") or "/usr/sbin/iptables"
+    return subprocess.run([binary, "-w", *args], check=check, capture_output=True, text=True)
+
+
+def rules(chain: str, sources: list[str]) -> list[list[str]]:
+    """The chain's rules, in order."""
+    allowed = [["-A", chain, "-s", str(ipaddress.ip_network(s, strict=False)), "-j", "RETURN"] for s in sources]
+    return [*allowed, ["-A", chain, "-j", "DROP"]]
+
+
+def jump(chain: str, port: int) -> list[str]:
+    match = ["-p", "tcp", "-m", "conntrack", "--ctstate", "NEW", "--ctorigdstport", str(port)]
+    return ["DOCKER-USER", *match, "-j", chain]
+
+
+def apply(chain: str, port: int, sources: list[str]) -> None:
+    if iptables("-n", "-L", "DOCKER-USER", check=False).returncode != 0:
+        iptables("-N", "DOCKER-USER")
+    if iptables("-n", "-L", chain, check=False).returncode != 0:
+        iptables("-N", chain)
+    iptables("-F", chain)
+    for rule in rules(chain, sources):
+        iptables(*rule)
+    if iptables("-C", *jump(chain, port), check=False).returncode != 0:
+        iptables("-I", *jump(chain, port))
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 2:
+        sys.stderr.write("usage: sglang-port-guard CHAIN PORT [SOURCE...]\n")
+        return 2
+    chain, port, sources = argv[0], int(argv[1]), argv[2:]
+    try:
+        apply(chain, port, sources)
+    except subprocess.CalledProcessError as err:
+        sys.stderr.write(f"sglang-port-guard: {' '.join(err.cmd)} failed: {err.stderr.strip()}\n")
+        return 1
+    print(f"sglang-port-guard: port {port} open to {', '.join(sources) or 'no other host'} only (chain {chain})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
