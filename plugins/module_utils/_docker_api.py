@@ -191,10 +191,12 @@ def pull_with_progress(
 
 
 def stale_images(images: list[dict], ref: Reference) -> list[dict]:
-    """Images of the same repository that are not the pinned one."""
+    """Images pulled by digest from the same repository that are not the pinned one. An image
+    built on the host (no digest of this repository) is never one of them."""
+    prefix = ref.pinned.split("@", 1)[0] + "@sha256:"
     out = []
     for image in images:
         digests = image.get("RepoDigests") or []
-        if ref.pinned not in digests:
+        if ref.pinned not in digests and any(d.startswith(prefix) for d in digests):
             out.append(image)
     return out

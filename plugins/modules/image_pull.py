@@ -30,7 +30,9 @@ options:
     description: Password or token for O(registry_username).
     type: str
   prune:
-    description: Remove other images of the same repository (those in use by a container stay).
+    description:
+      - Remove older images pulled by digest from the same repository (those in use stay).
+      - Images built on the host, or pulled from another repository, are never touched.
     type: bool
     default: false
   progress_file:

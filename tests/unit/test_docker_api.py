@@ -74,11 +74,12 @@ def test_an_error_event_fails_the_pull() -> None:
         d.PullProgress().update({"error": "manifest unknown", "errorDetail": {"message": "manifest unknown"}})
 
 
-def test_prune_keeps_only_the_pinned_image() -> None:
+def test_prune_removes_only_older_pulls_of_the_repository() -> None:
     ref = d.parse_reference(f"lmsysorg/sglang:glm-5.3-flash@{DIGEST}")
     images = [
         {"Id": "sha256:new", "RepoDigests": [f"lmsysorg/sglang@{DIGEST}"]},
         {"Id": "sha256:old", "RepoDigests": ["lmsysorg/sglang@sha256:" + "0" * 64]},
-        {"Id": "sha256:local", "RepoDigests": None},
+        {"Id": "sha256:local", "RepoDigests": None},  # built on the host: never pruned
+        {"Id": "sha256:retagged", "RepoDigests": ["registry.example.internal/team/sglang@sha256:" + "1" * 64]},
     ]
-    assert [i["Id"] for i in d.stale_images(images, ref)] == ["sha256:old", "sha256:local"]
+    assert [i["Id"] for i in d.stale_images(images, ref)] == ["sha256:old"]
