@@ -213,6 +213,49 @@ def test_site_refuses_the_recipes_context_length_before_any_stage(runner: Runner
     assert node_state() == before
 
 
+SHM = "sglang_server_shm_size must be a size such as 64g"
+NAME = "must be a model name (letters, digits and ._/:@+-, no spaces, % or line breaks)"
+GPUS = "sglang_server_gpus must be distinct GPU indices from 0"
+ENV = "sglang_server_env values must hold no control characters (line breaks, tabs)"
+
+
+@pytest.mark.parametrize(
+    ("extravars", "expected"),
+    [
+        ({"sglang_server_shm_size": "64g --privileged"}, f'{SHM}; got: "64g --privileged"'),
+        ({"sglang_server_served_model_name": "glm\nExecStartPost=/bin/sh -c id"}, f'{NAME}; got: ["zai-org'),
+        ({"sglang_server_served_model_name": "glm %Z"}, NAME),
+        ({"sglang_server_bind_address": "gpu-1.example.internal"}, "must be an IP address (not a host name)"),
+        ({"sglang_server_gpus": [0, 0, 1, 2]}, f"{GPUS}; got: [0, 0, 1, 2]"),
+        ({"sglang_server_gpus": [-1, 0, 1, 2]}, f"{GPUS}; got: [-1, 0, 1, 2]"),
+        ({"sglang_server_env": {"NCCL_DEBUG": "WARN\nEVIL=1"}}, f'{ENV}; in: ["NCCL_DEBUG"] (values not shown)'),
+        ({"sglang_server_extra_args": ["--x", "y\n"]}, "sglang_server_extra_args must hold no control characters"),
+        ({"sglang_server_allowed_sources": ["the-lan"]}, 'must be IPv4 addresses or CIDRs; got: ["the-lan"]'),
+        ({"sglang_server_admin_api_key": "{{ glm_lab_api_key }}"}, "sglang_server_admin_api_key must differ"),
+        ({"sglang_server_hf_cache_dir": "relative/cache"}, "must be absolute paths without spaces"),
+        ({"sglang_server_image": "lmsysorg/sglang@sha256:" + "a" * 64 + "\n"}, "sglang_server_image must be pinned"),
+    ],
+    ids=[
+        "shm-flag",
+        "name-newline",
+        "name-specifier",
+        "host-name",
+        "duplicate-gpu",
+        "negative-gpu",
+        "env-newline",
+        "arg-newline",
+        "source-name",
+        "admin-equals-serving",
+        "relative-dir",
+        "image-newline",
+    ],
+)
+def test_server_refuses_bad_input(runner: Runner, extravars: dict[str, Any], expected: str) -> None:
+    message = refusal(runner, "glm.fleet.sglang_server", extravars)
+    assert expected in message, message
+    assert (lab.STATE_DIR / "api_key").read_text().strip() not in message
+
+
 def test_server_refuses_an_api_key_with_a_line_break_without_showing_it(runner: Runner) -> None:
     key = "sk-from-echo-with-newline\n"
     message = refusal(runner, "glm.fleet.sglang_server", {"sglang_server_api_key": key})
