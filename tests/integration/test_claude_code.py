@@ -152,10 +152,11 @@ def test_state_absent_removes_what_the_role_wrote_and_nothing_else(
     # theirs that happens to be named like the launchers.
     own = as_developer(
         laptop,
-        """cd ~/.config/glm-fleet/claude/fleet
-        python3 -c 'import json; s = json.load(open("settings.json")); s["permissions"] = {"allow": ["Bash(ls:*)"]}
-        s["env"]["MY_OWN"] = "kept"; json.dump(s, open("settings.json", "w"))'
-        printf '#!/bin/sh\\necho mine\\n' > ~/.local/bin/claude-glm-mine && chmod +x ~/.local/bin/claude-glm-mine""",
+        "cd ~/.config/glm-fleet/claude/fleet\n"
+        'python3 -c \'import json; s = json.load(open("settings.json")); '
+        's["permissions"] = {"allow": ["Bash(ls:*)"]}; s["env"]["MY_OWN"] = "kept"; '
+        'json.dump(s, open("settings.json", "w"))\'\n'
+        "printf '#!/bin/sh\\necho mine\\n' > ~/.local/bin/claude-glm-mine && chmod +x ~/.local/bin/claude-glm-mine\n",
     )
     assert own.returncode == 0, own.stderr
     playbook = REPO / "playbooks" / "developer_laptops.yml"
