@@ -13,13 +13,13 @@ export ANSIBLE_NOCOLOR := 1
 export PY_COLORS := 0
 GLM_LAB_GPU_NODES ?= 2
 export GLM_LAB_GPU_NODES
-DEBIAN_PACKAGES := debootstrap docker-registry busybox-static apt-utils gnupg openssh-client rsync git python3-venv
+DEBIAN_PACKAGES := debootstrap docker-registry apache2-utils busybox-static apt-utils gnupg openssh-client rsync git python3-venv
 # The distribution's docker engine, unless an engine (docker-ce, docker.io) is installed already.
 DOCKER_PACKAGE := $(if $(shell command -v dockerd),,docker.io)
 SANITY_ROOT := build/sanity/ansible_collections/glm/fleet
 MOLECULE_SCENARIOS := $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
 
-.PHONY: help deps venv engine lab lab-up lab-down lab-status site test check lint sanity unit molecule integration build clean bench
+.PHONY: help deps venv engine lab lab-up lab-down lab-status site test check lint sanity unit molecule integration build clean bench client-lock
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -99,3 +99,9 @@ clean: lab-down
 bench: venv engine ## benchmark table on a fresh 4-GPU-node lab (fleet figures, then ready-detection lag)
 	$(BIN)/python bench/fleet.py --gpu-nodes 4 --shard-mib 256
 	$(BIN)/python bench/ready_lag.py --rounds 5
+
+client-lock: venv ## recompile the download client's hash-pinned requirements (roles/model_weights/files)
+	$(BIN)/pip install -q uv==0.13.9
+	cd roles/model_weights/files && $(BIN)/uv pip compile --quiet --universal --generate-hashes \
+	  --python-version 3.10 --custom-compile-command "make client-lock" \
+	  client-requirements.in -o client-requirements.txt

@@ -1,10 +1,10 @@
 # Copyright: glm.fleet contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Wait for an async job started with `async: N, poll: 0`, printing its progress file as it grows.
+"""Wait for a detached job (glm.fleet.image_pull with job_file), printing its progress as it grows.
 
-A long pull runs as an async job on the host, so neither an SSH drop nor a task timeout kills it;
-this action polls the job and shows, every time the progress changes, what the job wrote to its
-progress file. It returns the job's own result (changed, failed, msg, ...)."""
+The job runs in a worker process on the host, so neither an SSH drop nor a task timeout kills it;
+this action reads the job file the worker rewrites, shows every change of its progress, checks
+that the worker still runs (same pid, same start time), and returns the job's own result."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.glm.fleet.plugins.module_utils._detach import parse_start_ticks
 from ansible_collections.glm.fleet.plugins.module_utils._hf_snapshot import human_bytes, human_seconds
 
 display = Display()
@@ -35,60 +36,71 @@ def describe(progress: dict, elapsed: float) -> str:
     return "; ".join(parts) or "started"
 
 
+def outcome(job: dict, worker_stat: str | None, what: str, job_file: str) -> dict | None:
+    """The task's result once the job has ended (done, failed, or its worker gone); None while it runs."""
+    if job.get("state") == "done":
+        return {"changed": True, "pulled": True, "job": strip(job), **job.get("result", {})}
+    if job.get("state") == "failed":
+        return {"failed": True, "msg": f"{what}: {job.get('msg', 'failed')}", "job": strip(job)}
+    if worker_stat is None or parse_start_ticks(worker_stat) != job.get("start_ticks"):
+        return {
+            "failed": True,
+            "job": strip(job),
+            "msg": f"{what}: its worker (pid {job.get('pid')}) ended without a result: it was killed or the "
+            f"host rebooted ({job_file} is left as it was); run the play again to start over",
+        }
+    return None
+
+
+def strip(job: dict) -> dict:
+    return {k: v for k, v in job.items() if k != "result"}
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("jid", "progress_file", "timeout", "interval", "what"))
+    _VALID_ARGS = frozenset(("job_file", "timeout", "interval", "what"))
+
+    def slurp(self, path: str, task_vars: dict) -> str | None:
+        read = self._execute_module(module_name="ansible.legacy.slurp", module_args={"src": path}, task_vars=task_vars)
+        if read.get("failed"):
+            return None
+        return base64.b64decode(read["content"]).decode(errors="replace")
 
     def run(self, tmp: str | None = None, task_vars: dict | None = None) -> dict:
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
         del tmp
         args = self._task.args
-        jid = args.get("jid")
-        if not jid:
-            raise AnsibleActionFail("jid is required: the ansible_job_id of a task run with async and poll: 0")
+        job_file = args.get("job_file")
+        if not job_file:
+            raise AnsibleActionFail("job_file is required: the job file of a glm.fleet.image_pull task")
         timeout = float(args.get("timeout", 86400))
         interval = float(args.get("interval", 5))
         what = args.get("what", "job")
-        progress_file = args.get("progress_file")
         host = task_vars.get("inventory_hostname", "?")
-        async_dir = self._remote_expand_user(self.get_shell_option("async_dir", default="~/.ansible_async"))
         started = time.monotonic()
         shown = None
         while True:
-            status = self._execute_module(
-                module_name="ansible.legacy.async_status",
-                module_args={"jid": jid, "mode": "status", "_async_dir": async_dir},
-                task_vars=task_vars,
-            )
-            if status.get("finished"):
-                self._execute_module(
-                    module_name="ansible.legacy.async_status",
-                    module_args={"jid": jid, "mode": "cleanup", "_async_dir": async_dir},
-                    task_vars=task_vars,
-                )
-                for key in ("ansible_job_id", "finished", "started", "results_file", "invocation"):
-                    status.pop(key, None)
-                result.update(status)
+            text = self.slurp(job_file, task_vars)
+            try:
+                job = json.loads(text) if text else None
+            except ValueError:
+                job = None
+            if not isinstance(job, dict):
+                result.update(failed=True, msg=f"{what}: no readable job file {job_file} on the host")
+                return result
+            stat = self.slurp(f"/proc/{job.get('pid')}/stat", task_vars) if job.get("state") == "running" else None
+            ended = outcome(job, stat, what, job_file)
+            if ended is not None:
+                result.update(ended)
                 result["waited_s"] = round(time.monotonic() - started, 1)
                 return result
-            if status.get("failed"):
-                result.update(status)
-                return result
             if time.monotonic() - started > timeout:
-                result.update(failed=True, msg=f"{what} did not finish in {timeout:.0f} s (job {jid} goes on)")
+                result.update(failed=True, msg=f"{what} did not finish in {timeout:.0f} s (its worker, pid "
+                              f"{job.get('pid')}, goes on)")  # fmt: skip
                 return result
-            if progress_file:
-                read = self._execute_module(
-                    module_name="ansible.legacy.slurp", module_args={"src": progress_file}, task_vars=task_vars
-                )
-                if not read.get("failed"):
-                    try:
-                        progress = json.loads(base64.b64decode(read["content"]))
-                    except ValueError:
-                        progress = None
-                    line = describe(progress, time.monotonic() - started) if isinstance(progress, dict) else None
-                    if line and progress != shown:
-                        display.display(f"{host}: {what}: {line}")
-                        shown = progress
+            progress = job.get("progress")
+            if isinstance(progress, dict) and progress != shown:
+                display.display(f"{host}: {what}: {describe(progress, time.monotonic() - started)}")
+                shown = progress
             time.sleep(interval)

@@ -478,6 +478,10 @@ except RepositoryNotFoundError as e:
 except HfHubHTTPError as e:
     status = e.response.status_code if e.response is not None else None
     print(json.dumps({"error": "http", "status": status, "message": str(e).splitlines()[0]})); sys.exit(2)
+except OSError as e:
+    if e.errno != 28:  # ENOSPC: the parent names the file system and the bytes needed
+        raise
+    print(json.dumps({"error": "nospace", "message": str(e)})); sys.exit(2)
 """
 )
 
@@ -514,6 +518,8 @@ def parse_child(stdout: str, stderr: str, rc: int, what: str) -> dict:
         tail = (stderr or stdout).strip().splitlines()[-3:]
         raise SnapshotError(f"huggingface_hub failed to {what} (rc={rc}): {' '.join(tail) or 'no output'}")
     data = json.loads(lines[-1])
+    if data.get("error") == "nospace":
+        raise OSError(errno.ENOSPC, data["message"])
     if "error" in data:
         hint = HINTS.get(data["error"], "")
         if data["error"] == "http" and data.get("status") == 401:

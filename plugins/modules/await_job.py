@@ -7,25 +7,23 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: await_job
-short_description: Wait for an async job and show its progress while it runs
+short_description: Wait for a detached job and show its progress while it runs
 version_added: 0.1.0
 description:
-  - "Polls a job started with C(async) and C(poll: 0) until it finishes and returns the job's own
-    result. Each time the job's O(progress_file) changes, prints a line with its progress (layers,
-    bytes done and total, rate, ETA)."
+  - Reads the job file of a detached job (M(glm.fleet.image_pull) with C(job_file)) until the job
+    ends, and returns the job's own result. Each time the job's progress changes, prints a line with
+    it (layers, bytes done and total, rate, ETA).
   - The job runs on the host on its own, so an SSH drop or a task timeout does not stop it; this
-    action only watches it.
+    action only watches it. A worker that is gone without a result (killed, or the host rebooted)
+    fails the task with that said; the next run starts the job again.
   - Runs as an action plugin on the controller; this file only documents it.
 author:
   - glm.fleet contributors (@glm-fleet)
 options:
-  jid:
-    description: The C(ansible_job_id) of the async task.
-    type: str
-    required: true
-  progress_file:
-    description: A JSON file the job rewrites while it runs (M(glm.fleet.image_pull) writes one).
+  job_file:
+    description: The job file the worker rewrites while it runs.
     type: path
+    required: true
   timeout:
     description: Seconds to wait before failing (the job itself goes on).
     type: float
@@ -51,18 +49,16 @@ attributes:
 """
 
 EXAMPLES = r"""
-- name: Pull the image as a job
+- name: Pull the image in a detached worker
   glm.fleet.image_pull:
     reference: "{{ image }}"
-    progress_file: /var/lib/glm-fleet/pull.json
-  async: 7200
-  poll: 0
-  register: pull_job
+    job_file: /var/lib/glm-fleet/pull.json
+  vars:
+    ansible_pipelining: true
 
 - name: Wait for it, showing progress
   glm.fleet.await_job:
-    jid: "{{ pull_job.ansible_job_id }}"
-    progress_file: /var/lib/glm-fleet/pull.json
+    job_file: /var/lib/glm-fleet/pull.json
     what: pull
 """
 
@@ -79,8 +75,7 @@ from ansible.module_utils.basic import AnsibleModule
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
-            "jid": {"type": "str", "required": True},
-            "progress_file": {"type": "path"},
+            "job_file": {"type": "path", "required": True},
             "timeout": {"type": "float", "default": 86400},
             "interval": {"type": "float", "default": 5},
             "what": {"type": "str", "default": "job"},

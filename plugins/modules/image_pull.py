@@ -13,9 +13,14 @@ description:
   - Pulls O(reference) (C(NAME[:TAG]@sha256:<64 hex>); tag-only references are refused) through the
     docker engine API, unless the engine already holds it.
   - After the pull, the image's C(RepoDigests) must contain C(NAME@DIGEST); otherwise the module fails.
-  - Writes the pull's progress (layers and bytes) to O(progress_file) while it runs, for
-    M(glm.fleet.await_job) to show.
+  - With O(job_file), the pull runs in a detached worker process and the module returns at once; the
+    worker writes its pid, the pull's progress (layers and bytes) and at last its result to O(job_file),
+    which M(glm.fleet.await_job) watches. A pull of the same reference whose worker still runs is
+    joined, not started twice. Neither an SSH drop nor a task timeout stops the worker.
   - Registry credentials travel in the engine API's C(X-Registry-Auth) header, never in argv or on disk.
+    The worker holds them in memory only (unlike Ansible's C(async), which keeps a module's arguments
+    in a file on the host while it runs); run the task with pipelining so that they do not reach the
+    host's disk on the way in either.
 author:
   - glm.fleet contributors (@glm-fleet)
 options:
@@ -35,8 +40,10 @@ options:
       - Images built on the host, or pulled from another repository, are never touched.
     type: bool
     default: false
-  progress_file:
-    description: File that receives the pull's progress as JSON while it runs.
+  job_file:
+    description:
+      - Run the pull detached and record it in this file (JSON, mode 0600, no credentials).
+      - Without it, the pull runs in the module and the module returns when it ends.
     type: path
   docker_socket:
     description: The engine's API socket.
@@ -73,7 +80,15 @@ EXAMPLES = r"""
 - name: Pull the SGLang image by digest
   glm.fleet.image_pull:
     reference: lmsysorg/sglang:glm-5.3-flash@sha256:aa9210e3507fef64ded0c78afc571d9412b53417c6e271721a095fbde754ad40
-    progress_file: /var/lib/glm-fleet/image-pull.json
+    job_file: /var/lib/glm-fleet/image-pull.json
+  vars:
+    ansible_pipelining: true  # no module arguments in a file on the host
+  register: pull_job
+
+- name: Wait for it, showing its progress
+  glm.fleet.await_job:
+    job_file: /var/lib/glm-fleet/image-pull.json
+    what: pull
 """
 
 RETURN = r"""
@@ -87,9 +102,13 @@ repo_digests:
   type: list
   elements: str
 pulled:
-  description: Whether the image was pulled in this run.
+  description: Whether the image was pulled in this run (with O(job_file), whether a pull was started or joined).
   returned: always
   type: bool
+job:
+  description: The detached worker's record (pid, start time, reference, state).
+  returned: when a pull was started or joined with O(job_file)
+  type: dict
 progress:
   description: Layers and bytes of the pull.
   returned: when pulled
@@ -101,13 +120,12 @@ removed:
   elements: str
 """
 
-import json
-import os
 import time
 from collections.abc import Callable
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.glm.fleet.plugins.module_utils._detach import alive, read_json, spawn, write_json
 from ansible_collections.glm.fleet.plugins.module_utils._docker_api import (
     DockerError,
     Engine,
@@ -119,19 +137,16 @@ from ansible_collections.glm.fleet.plugins.module_utils._docker_api import (
 )
 
 
-def progress_writer(path: str | None) -> Callable[..., None]:
+def progress_writer(job_file: str | None, record: dict) -> Callable[..., None]:
+    """Write the pull's progress into the job record, at most once a second unless forced."""
     last = [0.0]
 
     def write(summary: dict[str, int], force: bool = False) -> None:
         now = time.monotonic()
-        if not path or (not force and now - last[0] < 1.0):
+        if not job_file or (not force and now - last[0] < 1.0):
             return
         last[0] = now
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        tmp = f"{path}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump({**summary, "time": time.time()}, f)
-        os.replace(tmp, path)
+        write_json(job_file, {**record, "progress": summary, "time": time.time()})
 
     return write
 
@@ -151,6 +166,52 @@ def pull_retrying(
     raise DockerError(f"pulling {p['reference']} failed after {p['retries']} attempts: " + "; ".join(errors))
 
 
+def pull(p: dict, ref: Reference, engine: Engine, write: Callable[..., None]) -> dict:
+    """Pull the pinned image and prove the engine holds its digest; the pull's result."""
+    auth = None
+    if p["registry_username"]:
+        auth = registry_auth(p["registry_username"], p["registry_password"] or "", ref.registry)
+    progress, attempts = pull_retrying(engine, ref, auth, write, p)
+    write(progress, force=True)
+    image = engine.inspect(ref.pinned)
+    if image is None:
+        raise DockerError(f"the engine reports no image {ref.pinned} after pulling it")
+    return {"progress": progress, "attempts": attempts, **verified(image, ref, p["reference"])}
+
+
+def verified(image: dict, ref: Reference, reference: str) -> dict:
+    digests = image.get("RepoDigests") or []
+    if ref.pinned not in digests:
+        raise DockerError(f"{reference}: the image's RepoDigests {digests} do not contain {ref.pinned}")
+    return {"image_id": image["Id"], "repo_digests": digests}
+
+
+def start_job(p: dict, ref: Reference, engine: Engine) -> dict:
+    """Start the pull in a detached worker, or join the one that already pulls this reference."""
+    job_file = p["job_file"]
+    running = read_json(job_file)
+    if running and running.get("state") == "running" and running.get("reference") == p["reference"] and alive(running):
+        return {**running, "joined": True}
+
+    def work(record: dict) -> dict:
+        return pull(p, ref, engine, progress_writer(job_file, record))
+
+    return spawn(job_file, {"reference": p["reference"], "started": time.time()}, work)
+
+
+def prune(module: AnsibleModule, engine: Engine, ref: Reference, result: dict) -> None:
+    for stale in stale_images(engine.images(ref.repository), ref):
+        result["changed"] = True
+        if module.check_mode:
+            result["removed"].append(stale["Id"])
+            continue
+        ok, detail = engine.remove(stale["Id"])
+        if ok:
+            result["removed"].append(stale["Id"])
+        else:
+            module.warn(f"kept {stale['Id']} ({stale.get('RepoTags')}): {detail}")
+
+
 def run(module: AnsibleModule) -> dict:
     p = module.params
     ref = parse_reference(p["reference"])
@@ -161,30 +222,14 @@ def run(module: AnsibleModule) -> dict:
         result.update(changed=True, pulled=True)
         if module.check_mode:
             return result
-        auth = None
-        if p["registry_username"]:
-            auth = registry_auth(p["registry_username"], p["registry_password"] or "", ref.registry)
-        write = progress_writer(p["progress_file"])
-        result["progress"], result["attempts"] = pull_retrying(engine, ref, auth, write, p)
-        write(result["progress"], force=True)
-        image = engine.inspect(ref.pinned)
-        if image is None:
-            raise DockerError(f"the engine reports no image {ref.pinned} after pulling it")
-    digests = image.get("RepoDigests") or []
-    if ref.pinned not in digests:
-        raise DockerError(f"{p['reference']}: the image's RepoDigests {digests} do not contain {ref.pinned}")
+        if p["job_file"]:
+            result["job"] = start_job(p, ref, engine)
+            return result
+        result.update(pull(p, ref, engine, progress_writer(None, {})))
+    else:
+        result.update(verified(image, ref, p["reference"]))
     if p["prune"]:
-        for stale in stale_images(engine.images(ref.repository), ref):
-            result["changed"] = True
-            if module.check_mode:
-                result["removed"].append(stale["Id"])
-                continue
-            ok, detail = engine.remove(stale["Id"])
-            if ok:
-                result["removed"].append(stale["Id"])
-            else:
-                module.warn(f"kept {stale['Id']} ({stale.get('RepoTags')}): {detail}")
-    result.update(image_id=image["Id"], repo_digests=digests)
+        prune(module, engine, ref, result)
     return result
 
 
@@ -195,7 +240,7 @@ def main() -> None:
             "registry_username": {"type": "str"},
             "registry_password": {"type": "str", "no_log": True},
             "prune": {"type": "bool", "default": False},
-            "progress_file": {"type": "path"},
+            "job_file": {"type": "path"},
             "docker_socket": {"type": "path", "default": "/var/run/docker.sock"},
             "timeout": {"type": "int", "default": 600},
             "retries": {"type": "int", "default": 3},

@@ -34,7 +34,12 @@ BASE64_RUN = re.compile(r"[A-Za-z0-9+/]{16,}={0,2}")
 
 def lab_secrets() -> dict[str, str]:
     """The lab's secrets (generated per lab), by name."""
-    files = {"sglang API key": "api_key", "sglang admin key": "admin_api_key", "Hugging Face token": "hf_token"}
+    files = {
+        "sglang API key": "api_key",
+        "sglang admin key": "admin_api_key",
+        "Hugging Face token": "hf_token",
+        "registry password": "registry_password",
+    }
     return {name: (lab.STATE_DIR / f).read_text().strip() for name, f in files.items() if (lab.STATE_DIR / f).exists()}
 
 

@@ -1,10 +1,15 @@
 """The artifact stage under faults (Hub stand-in and registry on the lab): a dropped connection, a
 flipped byte and a stall are survived and verified; a wrong token, an unknown revision, a gated
-repository without a token and a registry mirror that is down fail with a clear message."""
+repository without a token and a registry mirror that is down fail with a clear message. A pull
+from a registry that needs a login, killed mid-way, leaves the password on no file of the node. A
+second fetch on a host is told that one runs; a full disk is named with the bytes needed."""
 
 from __future__ import annotations
 
+import concurrent.futures
+import json
 import subprocess
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -107,6 +112,85 @@ def test_an_interrupted_run_resumes_without_fetching_finished_files(runner: Runn
     finished = {"model-00001-of-00004.safetensors", "model-00002-of-00004.safetensors"}
     assert finished <= set(done), done
     assert not finished & set(refetched), f"finished files were fetched again: {refetched}"
+    assert_snapshot_verifies(scratch)
+
+
+def test_a_second_fetch_on_the_host_is_told_that_one_runs(runner: Runner, scratch: dict[str, Any]) -> None:
+    """Two runs at once on one host: the second stops at once, saying which process holds the lock,
+    and changes nothing; the first finishes and verifies."""
+    lab.hub_call("/_lab/fault", {"kind": "stall", "path": "model-00002-of-00004.safetensors", "stall_seconds": 8})
+    slow = {**scratch, "model_weights_stall_timeout": 30}
+    lock = f"{scratch['model_weights_state_dir']}/fetch.lock"
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        first = pool.submit(runner.playbook, PLAYBOOK, extravars=slow)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not first.done():
+            if lab.hub_call("/_lab/stats")["faults_fired"]:  # the first run is in its fetch, stalled
+                break
+            time.sleep(0.3)
+        holder = node_exec(TARGET, "cat", lock).stdout.strip()
+        second = runner.playbook(PLAYBOOK, extravars=scratch)
+        done = first.result(timeout=300)
+    assert second.status == "failed", run_log(second)
+    message = failure_message(second)
+    assert f"another weights fetch is running on this host (pid {holder}, lock {lock})" in message, message
+    assert second.stats["changed"] == {}
+    assert done.status == "successful", run_log(done)
+    assert_snapshot_verifies(scratch)
+
+
+@pytest.fixture
+def small_disk(scratch: dict[str, Any]) -> Iterator[str]:
+    """The target's weights cache on a file system of its own (a tmpfs), 6 MiB to start with."""
+    mount = scratch["model_weights_hf_home"]
+    node_exec(TARGET, "mkdir", "-p", mount)
+    node_exec(TARGET, "mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", mount)
+    yield mount
+    node_exec(TARGET, "umount", mount, check=False)
+
+
+def test_a_full_disk_names_the_path_and_the_bytes_and_records_nothing_unverified(
+    runner: Runner, scratch: dict[str, Any], small_disk: str
+) -> None:
+    """Too small from the start: refused before any download. Filled by another writer during the
+    fetch: stopped at once (no retries) naming the file system, the file and the bytes it needs,
+    with that file not recorded. With room again, the next run completes and verifies."""
+    snapshot = f"{small_disk}/hub/models--zai-org--GLM-5.3-Flash/snapshots/{REVISION}"
+    tree = lab.hub_tree()
+    total = sum(entry["size"] for entry in tree)
+    run = runner.playbook(PLAYBOOK, extravars=scratch)
+    assert run.status == "failed", run_log(run)
+    message = failure_message(run)
+    assert message.startswith(f"{snapshot}: {len(tree)} files ("), message
+    assert "need 1.0 GiB free, the file system has 6.0 MiB; free space or point model_weights_hf_home" in message
+    assert lab.hub_call("/_lab/stats")["bytes_served"] == 0
+
+    node_exec(TARGET, "mount", "-o", "remount,size=1100m", small_disk)  # room for the files and the 1 GiB margin
+    shard = "model-00002-of-00004.safetensors"
+    lab.hub_call("/_lab/fault", {"kind": "stall", "path": shard, "stall_seconds": 8})
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        filled = pool.submit(runner.playbook, PLAYBOOK, extravars={**scratch, "model_weights_stall_timeout": 30})
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not lab.hub_call("/_lab/stats")["faults_fired"]:
+            time.sleep(0.2)
+        free = int(node_exec(TARGET, "df", "--output=avail", "-B1", small_disk).stdout.split()[-1])
+        node_exec(TARGET, "fallocate", "-l", str(free - 512 * 1024), f"{small_disk}/another-writer")
+        run = filled.result(timeout=300)
+    assert run.status == "failed", run_log(run)
+    message = failure_message(run)
+    sizes = {entry["path"]: entry["size"] for entry in tree}
+    blobs = f"{small_disk}/hub/models--zai-org--GLM-5.3-Flash/blobs"
+    assert f"no space left on the file system of {blobs} while fetching {shard}: it needs {sizes[shard]} bytes" in (
+        message
+    ), message
+    assert "attempt 2" not in message
+    records = node_exec(TARGET, "sh", "-c", f"cat {scratch['model_weights_state_dir']}/*.verified.json")
+    assert shard not in json.loads(records.stdout), records.stdout
+    assert total > sizes[shard]
+
+    node_exec(TARGET, "rm", f"{small_disk}/another-writer")
+    again = runner.playbook(PLAYBOOK, extravars=scratch)
+    assert again.status == "successful", run_log(again)
     assert_snapshot_verifies(scratch)
 
 
@@ -251,3 +335,105 @@ def test_a_signing_key_other_than_the_pinned_one_is_refused_before_apt_trusts_it
     assert f"not the pinned nvidia_container_toolkit_gpg_key_fingerprint={nvidia}" in message, message
     assert run.stats["changed"] == {}
     assert node_exec(TARGET, "sha256sum", keyring, "/etc/apt/keyrings/nvidia-container-toolkit.asc").stdout == before
+
+
+# --- a registry that needs a login ---------------------------------------------------------------
+
+JOB_FILE = "/var/lib/glm-fleet/sglang-image-pull.json"
+PRIVATE_PULL = {
+    "target": TARGET,
+    "role": "glm.fleet.sglang_image",
+    "sglang_image_reference": "{{ glm_lab_private_image }}",
+    "sglang_image_registry_username": "{{ glm_lab_registry_user }}",
+    "sglang_image_registry_password": "{{ glm_lab_registry_password }}",
+    "sglang_image_min_free_gb": 1,
+}
+
+
+def registry_password() -> str:
+    return (lab.STATE_DIR / "registry_password").read_text().strip()
+
+
+def files_holding(secret: str) -> list[str]:
+    """Files anywhere on the node's filesystems (root, tmpfs mounts) that hold the secret; docker's
+    image store, /proc and /sys aside. The secret travels on stdin, never in argv."""
+    script = (
+        'read -r s; for d in / /tmp /run /var/tmp; do find "$d" -xdev -type f -size -64M -print0; done'
+        ' | xargs -0 grep -lsF -e "$s" -- || true'
+    )
+    found = subprocess.run(["docker", "exec", "-i", f"{lab.PREFIX}-{TARGET}", "sh", "-c", script],
+                           input=secret + "\n", capture_output=True, text=True, check=True)  # fmt: skip
+    return found.stdout.split()
+
+
+def read_job() -> dict[str, Any]:
+    shown = node_exec(TARGET, "cat", JOB_FILE, check=False).stdout
+    try:
+        return json.loads(shown)
+    except ValueError:
+        return {}
+
+
+@pytest.fixture
+def private_image() -> Iterator[str]:
+    """The lab's private image, absent from the target before and after the test."""
+    reference = lab.status()["private_image"]
+    remove = f"docker images -q --no-trunc {reference.split(':lab@')[0]} | xargs -r docker rmi -f"
+    node_exec(TARGET, "sh", "-c", remove)
+    yield reference
+    node_exec(TARGET, "sh", "-c", remove)
+
+
+def test_a_killed_pull_with_a_registry_login_leaves_the_password_nowhere(runner: Runner, private_image: str) -> None:
+    """The registry password is on no file of the node while the pull runs, after its worker is
+    killed, and after the pull that follows; the killed pull fails with that said."""
+    password = registry_password()
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        first = pool.submit(runner.playbook, PLAYBOOK, extravars=PRIVATE_PULL)
+        deadline = time.monotonic() + 120
+        job: dict[str, Any] = {}
+        while time.monotonic() < deadline and not first.done():
+            job = read_job()
+            if (
+                job.get("reference") == private_image
+                and job.get("state") == "running"
+                and (job.get("progress", {}).get("bytes", 0) > 0)
+            ):
+                break
+            time.sleep(0.3)
+        assert job.get("state") == "running", f"no running pull seen: {job}"
+        assert files_holding(password) == [], "the password lies in a file on the node during the pull"
+        worker = str(job["pid"])
+        for proc_file in ("cmdline", "environ"):
+            shown = node_exec(TARGET, "cat", f"/proc/{worker}/{proc_file}").stdout
+            assert password not in shown, f"the password is in the worker's {proc_file}"
+        node_exec(TARGET, "kill", "-9", worker)
+        killed = first.result(timeout=300)
+    assert killed.status == "failed", run_log(killed)
+    assert f"its worker (pid {worker}) ended without a result" in failure_message(killed)
+    assert node_exec(TARGET, "docker", "image", "inspect", private_image, check=False).returncode != 0
+    assert files_holding(password) == [], "the password lies in a file on the node after the kill"
+
+    again = runner.playbook(PLAYBOOK, extravars=PRIVATE_PULL)
+    assert again.status == "successful", run_log(again)
+    digests = node_exec(TARGET, "docker", "image", "inspect", "--format", "{{json .RepoDigests}}", private_image)
+    name, digest = private_image.split(":lab@")
+    assert f"{name}@{digest}" in json.loads(digests.stdout)
+    done = read_job()
+    assert (done["state"], done["reference"]) == ("done", private_image)
+    assert done["progress"]["bytes"] >= 16 * 1024 * 1024
+    assert node_exec(TARGET, "stat", "-c", "%a", JOB_FILE).stdout.strip() == "600"
+    assert files_holding(password) == [], "the password lies in a file on the node after the pull"
+
+    third = runner.playbook(PLAYBOOK, extravars=PRIVATE_PULL)
+    assert third.status == "successful", run_log(third)
+    assert third.stats["changed"] == {}
+
+
+def test_a_wrong_registry_password_fails_clearly(runner: Runner, private_image: str) -> None:
+    run = runner.playbook(PLAYBOOK, extravars={**PRIVATE_PULL, "sglang_image_registry_password": "not-the-password",
+                                               "sglang_image_pull_retries": 1})  # fmt: skip
+    assert run.status == "failed", run_log(run)
+    message = failure_message(run)
+    assert f"pulling {private_image} failed after 1 attempts" in message, message
+    assert "unauthorized" in message or "denied" in message, message

@@ -186,3 +186,28 @@ def test_state_absent_removes_what_the_role_wrote_and_nothing_else(
         in_node(laptop, "rm", "-rf", "/home/dev/.claude", "/home/dev/.local/bin/claude-glm-mine")
         again = runner.playbook(playbook)
         assert again.status == "successful", run_log(again)
+
+
+def test_a_cli_download_that_differs_from_its_pin_is_not_installed(onboarded: dict[str, str], tmp_path: Any) -> None:
+    """The CLI's native package as the npm registry serves it, against a wrong pin: the role stops
+    with both values named and installs nothing (a fresh prefix stays empty)."""
+    defaults = yaml.safe_load((REPO / "roles/claude_code/defaults/main.yml").read_text())
+    pins = dict(defaults["claude_code_cli_integrity"])
+    native = "claude-code-linux-x64"
+    real, pins[native] = pins[native], "sha512-" + "A" * 86 + "=="
+    run = Runner(tmp_path).playbook(
+        REPO / "tests/integration/playbooks/apply_role.yml",
+        extravars={"target": "laptop-1", "role": "glm.fleet.claude_code", "become_role": False,
+                   "claude_code_npm_prefix": ".local-pin-test", "claude_code_cli_integrity": pins},
+    )  # fmt: skip
+    assert run.status == "failed", run_log(run)
+    failed = [e["event_data"]["res"]["msg"] for e in run.events if e.get("event") == "runner_on_failed"]
+    assert failed == [
+        f"{native}: the download's integrity is {real}, claude_code_cli_integrity pins {pins[native]}; "
+        "nothing was installed"
+    ]
+    left = as_developer(
+        onboarded["laptop"],
+        "ls -A .local-pin-test 2>/dev/null | grep -v '^$' || true; ls /tmp | grep glm-fleet-claude- || true",
+    )
+    assert left.stdout.strip() == "", left.stdout

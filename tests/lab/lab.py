@@ -16,6 +16,8 @@ Services on the lab network's gateway (172.30.253.1), started by `services` and 
 - :8080, a static HTTP server for the stand-ins of unreachable upstreams: /nvidia/ is a signed apt
   repository in the shape of NVIDIA's libnvidia-container repository (tests/lab/aptrepo.py), and
   /wheels/ the download client's wheels (from PyPI, which the nodes cannot reach);
+- :5001, a second docker-registry that needs a login (htpasswd), a team's private registry, with a
+  16 MB image; the nodes reach it through :5002, a 2 MB/s link (tests/lab/slowlink.py);
 - :8090, the Hugging Face Hub stand-in (tests/lab/hub_standin.py) with the gated model repository,
   a per-lab token, byte counters and fault injection.
 
@@ -46,8 +48,6 @@ import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import yaml
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import aptrepo
 import oci
@@ -67,20 +67,18 @@ SUBNET = "172.30.253.0/24"
 GATEWAY = "172.30.253.1"
 DYNAMIC_RANGE = "172.30.253.128/25"  # molecule's containers; lab nodes take fixed addresses below it
 REGISTRY_PORT = 5000
+PRIVATE_REGISTRY_PORT = 5001  # a registry that needs a login ...
+SLOW_LINK_PORT = 5002  # ... which the nodes reach through a slow link
+SLOW_LINK_RATE = 2 * 1024 * 1024  # bytes per second
+PRIVATE_REPO = "team/sglang-private"
+PRIVATE_USER = "fleet-pull"
 HTTP_PORT = 8080
 HUB_PORT = 8090
 SITE_CACHE_ADDRESS = "172.30.253.50"
 STANDIN_CACHE = STATE_DIR / "cache" / "standin"
-MODEL_WEIGHTS_DEFAULTS = REPO / "roles" / "model_weights" / "defaults" / "main.yml"
 
 
-def client_wheels() -> list[str]:
-    """The download client the model_weights role installs on nodes, at the versions its defaults pin."""
-    defaults = yaml.safe_load(MODEL_WEIGHTS_DEFAULTS.read_text())
-    return [
-        f"huggingface_hub=={defaults['model_weights_huggingface_hub_version']}",
-        f"hf_xet=={defaults['model_weights_hf_xet_version']}",
-    ]
+CLIENT_REQUIREMENTS = REPO / "roles" / "model_weights" / "files" / "client-requirements.txt"
 
 
 WWW = STATE_DIR / "www"
@@ -318,6 +316,14 @@ def wait_http(url: str, what: str, logfile: Path, proc: subprocess.Popen[bytes],
     raise LabError(f"{what} did not answer on {url}; see {logfile}")
 
 
+def wait_port(address: tuple[str, int], what: str, logfile: Path, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 30
+    while not port_taken(*address):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise LabError(f"{what} does not listen on {address[0]}:{address[1]}; see {logfile}")
+        time.sleep(0.2)
+
+
 def start_registry(gateway: str) -> str:
     """Debian's docker-registry (distribution 2.8) on the gateway: the site's Docker Hub mirror."""
     binary = shutil.which("docker-registry")
@@ -338,6 +344,50 @@ def start_registry(gateway: str) -> str:
     proc = start_daemon("registry", argv, paths["pid"], paths["log"], (gateway, REGISTRY_PORT))
     wait_http(f"http://{address}/v2/", "the registry", paths["log"], proc)
     return address
+
+
+def start_private_registry(gateway: str) -> str:
+    """A second docker-registry that needs a login (htpasswd, bcrypt), as a team's own registry; the
+    nodes reach it through a 2 MB/s link (tests/lab/slowlink.py), so a pull lasts long enough to be
+    looked at and killed. Returns the address the nodes pull from."""
+    binary, htpasswd = shutil.which("docker-registry"), shutil.which("htpasswd")
+    if binary is None or htpasswd is None:
+        raise LabError("docker-registry and htpasswd are needed (Debian: docker-registry, apache2-utils): make deps")
+    base = STATE_DIR / "private-registry"
+    (base / "data").mkdir(parents=True, exist_ok=True)
+    password_file = STATE_DIR / "registry_password"
+    if not password_file.exists():
+        password_file.touch(mode=0o600)
+        password_file.write_text(secrets.token_hex(20))
+    password = password_file.read_text().strip()
+    subprocess.run([htpasswd, "-iBc", str(base / "htpasswd"), PRIVATE_USER], input=password, text=True,
+                   check=True, capture_output=True)  # fmt: skip
+    (base / "config.yml").write_text(
+        "version: 0.1\n"
+        "log:\n  level: info\n"
+        f"storage:\n  filesystem:\n    rootdirectory: {base / 'data'}\n"
+        f"http:\n  addr: {gateway}:{PRIVATE_REGISTRY_PORT}\n"
+        f"auth:\n  htpasswd:\n    realm: glm-lab-private\n    path: {base / 'htpasswd'}\n"
+    )
+    proc = start_daemon("private registry", [binary, "serve", str(base / "config.yml")], base / "registry.pid",
+                        base / "registry.log", (gateway, PRIVATE_REGISTRY_PORT))  # fmt: skip
+    wait_port((gateway, PRIVATE_REGISTRY_PORT), "the private registry", base / "registry.log", proc)
+    argv = [sys.executable, str(HERE / "slowlink.py"), "--listen", f"{gateway}:{SLOW_LINK_PORT}",
+            "--to", f"{gateway}:{PRIVATE_REGISTRY_PORT}", "--rate", str(SLOW_LINK_RATE)]  # fmt: skip
+    link = start_daemon("slow link", argv, base / "slowlink.pid", base / "slowlink.log", (gateway, SLOW_LINK_PORT))
+    wait_port((gateway, SLOW_LINK_PORT), "the slow link", base / "slowlink.log", link)
+    return f"{gateway}:{SLOW_LINK_PORT}"
+
+
+def private_image() -> oci.Image:
+    """An image with 16 MB of incompressible bytes (the same bytes every time): 8 s over the slow link."""
+    import random  # noqa: PLC0415 - only here: reproducible filler, not a secret
+
+    return oci.Image(
+        files=[oci.File("payload", random.Random(5).randbytes(16 * 1024 * 1024))],  # noqa: S311
+        entrypoint=["/payload"],
+        labels={"org.opencontainers.image.title": "glm.fleet lab private image"},
+    )
 
 
 def start_www(gateway: str) -> str:
@@ -418,15 +468,17 @@ def registry_blob_bytes(since: int = 0) -> dict[str, int]:
 
 def fetch_wheels() -> None:
     """Wheels of the download client, served to the nodes as a find-links index (PyPI through this
-    machine's pip configuration; the nodes themselves reach no package index but Debian's)."""
+    machine's pip configuration; the nodes themselves reach no package index but Debian's): the
+    role's hash-pinned requirements, for the nodes' Python (Debian 12's 3.11, as here)."""
     wheels = WWW / "wheels"
     marker = wheels / ".requirements"
-    wanted = client_wheels()
-    if marker.exists() and marker.read_text() == "\n".join(wanted):
+    wanted = CLIENT_REQUIREMENTS.read_text()
+    if marker.exists() and marker.read_text() == wanted:
         return
     wheels.mkdir(parents=True, exist_ok=True)
-    run([sys.executable, "-m", "pip", "download", "--quiet", "--only-binary", ":all:", "-d", str(wheels), *wanted])
-    marker.write_text("\n".join(wanted))
+    run([sys.executable, "-m", "pip", "download", "--quiet", "--only-binary", ":all:", "--require-hashes",
+         "-d", str(wheels), "-r", str(CLIENT_REQUIREMENTS)])  # fmt: skip
+    marker.write_text(wanted)
 
 
 def smoke_image() -> oci.Image:
@@ -592,6 +644,10 @@ def services() -> dict[str, str]:
     registry = start_registry(gateway)
     smoke_digest = oci.push(registry, SMOKE_REPO, "latest", oci.assemble(smoke_image()))
     sglang_digest = oci.push(registry, SGLANG_REPO, SGLANG_TAG, oci.assemble(sglang_standin_image(base)))
+    private = start_private_registry(gateway)
+    login = (PRIVATE_USER, (STATE_DIR / "registry_password").read_text().strip())
+    private_blobs = oci.assemble(private_image())
+    private_digest = oci.push(f"{gateway}:{PRIVATE_REGISTRY_PORT}", PRIVATE_REPO, "lab", private_blobs, login)
     www = start_www(gateway)
     fetch_wheels()
     hub = start_hub(gateway)
@@ -601,6 +657,7 @@ def services() -> dict[str, str]:
         "hub": hub,
         "smoke_image": f"{SMOKE_REPO}@{smoke_digest}",
         "sglang_image": f"{SGLANG_REPO}:{SGLANG_TAG}@{sglang_digest}",
+        "private_image": f"{private}/{PRIVATE_REPO}:lab@{private_digest}",
     }
     (STATE_DIR / "services.json").write_text(json.dumps(endpoints, indent=2) + "\n")
     write_services_vars(endpoints)
@@ -622,6 +679,9 @@ def write_services_vars(endpoints: dict[str, str]) -> None:
         f'glm_lab_api_key: "{key_file.read_text().strip()}"\n'
         f'glm_lab_admin_api_key: "{admin_file.read_text().strip()}"\n'
         f'glm_lab_hf_token: "{(STATE_DIR / "hf_token").read_text().strip()}"\n'
+        f'glm_lab_private_image: "{endpoints["private_image"]}"\n'
+        f'glm_lab_registry_user: "{PRIVATE_USER}"\n'
+        f'glm_lab_registry_password: "{(STATE_DIR / "registry_password").read_text().strip()}"\n'
         f'glm_lab_apt_key_fingerprint: "{aptrepo.fingerprint(WWW / "nvidia" / "gpgkey")}"\n'
     )
 
@@ -666,6 +726,9 @@ def down() -> None:
     stop_pid(paths["pid"])
     stop_pid(STATE_DIR / "www.pid")
     stop_pid(STATE_DIR / "hub.pid")
+    stop_pid(STATE_DIR / "private-registry" / "registry.pid")
+    stop_pid(STATE_DIR / "private-registry" / "slowlink.pid")
+    shutil.rmtree(STATE_DIR / "private-registry", ignore_errors=True)
     shutil.rmtree(paths["base"], ignore_errors=True)
     shutil.rmtree(WWW, ignore_errors=True)
     INVENTORY.unlink(missing_ok=True)

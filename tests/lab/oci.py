@@ -8,6 +8,7 @@ no creation time, and the manifest is pushed through the Docker Registry HTTP AP
 
 from __future__ import annotations
 
+import base64
 import gzip
 import hashlib
 import io
@@ -155,12 +156,12 @@ def _request(
         return err.code, dict(err.headers)
 
 
-def _push_blob(base: str, repo: str, blob: bytes) -> None:
+def _push_blob(base: str, repo: str, blob: bytes, auth: dict[str, str]) -> None:
     digest = sha256(blob)
-    status = _request("HEAD", f"{base}/v2/{repo}/blobs/{digest}")[0]
+    status = _request("HEAD", f"{base}/v2/{repo}/blobs/{digest}", headers=auth)[0]
     if status == 200:
         return
-    status, headers = _request("POST", f"{base}/v2/{repo}/blobs/uploads/")
+    status, headers = _request("POST", f"{base}/v2/{repo}/blobs/uploads/", headers=auth)
     if status != 202:
         raise RuntimeError(f"registry refused an upload to {repo}: HTTP {status}")
     location = urllib.parse.urljoin(base + "/", headers["Location"])
@@ -169,20 +170,22 @@ def _push_blob(base: str, repo: str, blob: bytes) -> None:
         "PUT",
         f"{location}{sep}digest={urllib.parse.quote(digest)}",
         data=blob,
-        headers={"Content-Type": "application/octet-stream"},
+        headers={"Content-Type": "application/octet-stream", **auth},
     )[0]
     if status != 201:
         raise RuntimeError(f"registry refused blob {digest} for {repo}: HTTP {status}")
 
 
-def push(registry: str, repo: str, tag: str, blobs: Blobs) -> str:
-    """Push the blobs as REPO:TAG to the registry at host:port; returns the manifest digest."""
+def push(registry: str, repo: str, tag: str, blobs: Blobs, login: tuple[str, str] | None = None) -> str:
+    """Push the blobs as REPO:TAG to the registry at host:port (with basic auth when `login` is
+    given); returns the manifest digest."""
     base = f"http://{registry}"
+    auth = {"Authorization": "Basic " + base64.b64encode(":".join(login).encode()).decode()} if login else {}
     for layer in blobs.layers:
-        _push_blob(base, repo, layer)
-    _push_blob(base, repo, blobs.config)
+        _push_blob(base, repo, layer, auth)
+    _push_blob(base, repo, blobs.config, auth)
     status, headers = _request(
-        "PUT", f"{base}/v2/{repo}/manifests/{tag}", data=blobs.manifest, headers={"Content-Type": MANIFEST_V2}
+        "PUT", f"{base}/v2/{repo}/manifests/{tag}", data=blobs.manifest, headers={"Content-Type": MANIFEST_V2, **auth}
     )
     if status != 201:
         raise RuntimeError(f"registry refused manifest {repo}:{tag}: HTTP {status}")

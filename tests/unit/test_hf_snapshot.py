@@ -17,7 +17,6 @@ from types import SimpleNamespace
 import hub_standin
 import huggingface_hub
 import pytest
-import yaml
 from conftest import REPO
 from huggingface_hub.utils._xet_progress_reporting import XetDownloadProgressReporter
 
@@ -205,6 +204,14 @@ def test_a_server_error_is_retryable() -> None:
     assert not isinstance(err.value, hs.HubRefused)
 
 
+def test_a_full_disk_in_the_download_child_is_an_enospc_for_the_parent() -> None:
+    """The child reports ENOSPC as such, so the parent names the file system and the bytes needed."""
+    message = "[Errno 28] No space left on device"
+    with pytest.raises(OSError, match="No space left") as err:
+        hs.parse_child(json.dumps({"error": "nospace", "message": message}), "", 2, "download x")
+    assert err.value.errno == errno.ENOSPC
+
+
 def test_child_env_carries_the_token_and_endpoint_not_the_callers_hf_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     env = hs.child_env("http://hub.test/", "tok", disable_xet=True, download_timeout=30)
@@ -268,8 +275,8 @@ def test_http_fetch_resumes_after_a_dropped_connection(hub: tuple[str, hub_stand
 
 def test_pinned_client_is_the_one_the_tests_run() -> None:
     """requirements.txt's huggingface_hub (these tests) is model_weights' pinned client."""
-    defaults = yaml.safe_load((REPO / "roles" / "model_weights" / "defaults" / "main.yml").read_text())
-    assert huggingface_hub.__version__ == defaults["model_weights_huggingface_hub_version"]
+    lock = (REPO / "roles" / "model_weights" / "files" / "client-requirements.txt").read_text()
+    assert f"\nhuggingface-hub=={huggingface_hub.__version__} " in lock
 
 
 def test_child_reports_the_bytes_it_fetches(hub: tuple[str, hub_standin.HubState], tmp_path: Path) -> None:

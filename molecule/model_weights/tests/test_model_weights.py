@@ -4,11 +4,11 @@ snapshot with the sha256 the Hub publishes, owned by root, and the token is nowh
 from __future__ import annotations
 
 import json
+import re
 import urllib.request
 from pathlib import Path
 
 import pytest
-import yaml
 
 REPO = Path(__file__).resolve().parents[3]
 REVISION = "eb9eb208eb0d988989d07a6a12d0fdeb5f52574a"
@@ -47,13 +47,19 @@ def test_every_file_is_there_and_verifies(host, entry: dict) -> None:  # noqa: A
         assert git_oid == entry["oid"]
 
 
-def test_client_is_the_pinned_huggingface_hub(host) -> None:  # noqa: ANN001
-    defaults = yaml.safe_load((REPO / "roles" / "model_weights" / "defaults" / "main.yml").read_text())
-    python = "/opt/glm-fleet/hf/bin/python"
-    hub = host.check_output(f"{python} -c 'import huggingface_hub; print(huggingface_hub.__version__)'")
-    xet = host.check_output(f"{python} -m pip show hf_xet | sed -n 's/^Version: //p'")
-    assert hub == defaults["model_weights_huggingface_hub_version"]
-    assert xet == defaults["model_weights_hf_xet_version"]
+def test_client_is_exactly_the_hash_pinned_requirements(host) -> None:  # noqa: ANN001
+    """Every package in the client's virtualenv is one the requirements file pins, at its version."""
+    lock = (REPO / "roles" / "model_weights" / "files" / "client-requirements.txt").read_text()
+    pins = set(re.findall(r"^([a-z0-9-]+)==([^\s;]+)", lock, re.MULTILINE))
+    frozen = host.check_output("/opt/glm-fleet/hf/bin/python -m pip freeze --all").splitlines()
+    installed = {
+        (re.sub(r"[-_.]+", "-", name.lower()), version)
+        for name, version in (line.split("==") for line in frozen)
+        if name not in ("pip", "setuptools")
+    }
+    assert {("huggingface-hub", "2.4.0"), ("hf-xet", "1.8.0")} <= installed
+    assert installed <= pins, installed - pins
+    assert host.file("/opt/glm-fleet/hf/requirements.txt").content_string == lock
 
 
 def test_no_partial_downloads_left(host) -> None:  # noqa: ANN001

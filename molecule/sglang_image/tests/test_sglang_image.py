@@ -38,7 +38,14 @@ def test_no_registry_credentials_on_disk(host) -> None:  # noqa: ANN001
     assert not host.file("/root/.docker/config.json").exists
 
 
-def test_pull_progress_was_recorded(host) -> None:  # noqa: ANN001
-    progress = json.loads(host.file("/var/lib/glm-fleet/sglang-image-pull.json").content_string)
-    assert progress["layers"] >= 1
-    assert progress["layers_done"] == progress["layers"]
+def test_the_pull_job_was_recorded_without_credentials(host) -> None:  # noqa: ANN001
+    job_file = host.file("/var/lib/glm-fleet/sglang-image-pull.json")
+    assert job_file.mode == 0o600
+    job = json.loads(job_file.content_string)
+    assert job["state"] == "done", job
+    assert job["reference"] == lab_image()
+    assert job["progress"]["layers"] >= 1
+    assert job["progress"]["layers_done"] == job["progress"]["layers"]
+    assert lab_image().split("@")[1] in str(job["result"]["repo_digests"])
+    assert not {"registry_password", "registry_username"} & set(job)
+    assert not host.process.filter(pid=job["pid"])  # the worker has ended
