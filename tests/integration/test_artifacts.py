@@ -224,15 +224,25 @@ def test_weights_refusals_are_clear(
     ("reference", "expected"),
     [
         ("lmsysorg/sglang:glm-5.3-flash", "sglang_image_reference must be pinned by digest"),
-        ("lmsysorg/sglang@sha256:abc", "got: lmsysorg/sglang@sha256:abc"),
+        ("lmsysorg/sglang@sha256:abc", 'got: "lmsysorg/sglang@sha256:abc"'),
+        ("lmsysorg/sglang@sha256:" + "a" * 64 + "\n", 'got: "lmsysorg/sglang@sha256:' + "a" * 64 + '\\n"'),
+        (
+            {"sglang_image_registry_username": "bot\n", "sglang_image_registry_password": "x"},
+            'sglang_image_registry_username must be printable, without spaces; got: "bot\\n"',
+        ),
+        (
+            {"sglang_image_registry_username": "bot", "sglang_image_registry_password": "pass word"},
+            "sglang_image_registry_password holds a space, a line break or another non-printable character",
+        ),
     ],
-    ids=["tag-only", "short-digest"],
+    ids=["tag-only", "short-digest", "digest-newline", "user-newline", "password-space"],
 )
-def test_image_references_must_be_pinned(runner: Runner, reference: str, expected: str) -> None:
-    run = runner.playbook(PLAYBOOK, extravars={"target": TARGET, "role": "glm.fleet.sglang_image",
-                                               "sglang_image_reference": reference})  # fmt: skip
+def test_image_settings_are_refused_before_any_change(runner: Runner, reference: str | dict, expected: str) -> None:
+    settings = reference if isinstance(reference, dict) else {"sglang_image_reference": reference}
+    run = runner.playbook(PLAYBOOK, extravars={"target": TARGET, "role": "glm.fleet.sglang_image", **settings})
     assert run.status == "failed", run_log(run)
     assert expected in failure_message(run)
+    assert "pass word" not in run_log(run)
     assert run.stats["changed"] == {}
 
 

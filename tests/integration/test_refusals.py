@@ -92,15 +92,31 @@ def test_preflight_refuses_an_nvswitch_node_without_fabric_manager(runner: Runne
         ({"nvidia_container_toolkit_version": "1.18"}, "got: 1.18"),
         (
             {"nvidia_container_toolkit_registry_mirrors": ["ftp://mirror.example.internal"]},
-            "nvidia_container_toolkit_registry_mirrors entries must be http(s)://host[:port]; got: ftp://mirror.example.internal",
+            'nvidia_container_toolkit_registry_mirrors entries must be http(s)://host[:port]; got: ["ftp://mirror.exa',
         ),
         (
             {"nvidia_container_toolkit_repo_base_url": "mirror.example.internal/nvidia"},
-            "nvidia_container_toolkit_repo_base_url must be an http(s) URL; got: mirror.example.internal/nvidia",
+            'nvidia_container_toolkit_repo_base_url must be an http(s) URL; got: "mirror.example.internal/nvidia"',
+        ),
+        (
+            {"nvidia_container_toolkit_repo_base_url": "http://mirror.example.internal/nvidia\tstable main"},
+            'must be an http(s) URL; got: "http://mirror.example.internal/nvidia\\tstable main"',
+        ),
+        (
+            {"nvidia_container_toolkit_insecure_registries": ["mirror.example.internal:5000\n"]},
+            'entries must be host[:port]; got: ["mirror.example.internal:5000\\n"]',
         ),
         ({"nvidia_container_toolkit_gpg_key_fingerprint": "F796ECB0"}, "must be a 40-hex key fingerprint"),
     ],
-    ids=["unpinned-latest", "unpinned-minor", "malformed-mirror", "malformed-repo-url", "short-fingerprint"],
+    ids=[
+        "unpinned-latest",
+        "unpinned-minor",
+        "malformed-mirror",
+        "malformed-repo-url",
+        "repo-url-tab",
+        "insecure-newline",
+        "short-fingerprint",
+    ],
 )
 def test_toolkit_refuses_bad_input(runner: Runner, extravars: dict[str, Any], expected: str) -> None:
     assert expected in refusal(runner, "glm.fleet.nvidia_container_toolkit", extravars)
@@ -226,6 +242,10 @@ ENV = "sglang_server_env values must hold no control characters (line breaks, ta
         ({"sglang_server_served_model_name": "glm\nExecStartPost=/bin/sh -c id"}, f'{NAME}; got: ["zai-org'),
         ({"sglang_server_served_model_name": "glm %Z"}, NAME),
         ({"sglang_server_bind_address": "gpu-1.example.internal"}, "must be an IP address (not a host name)"),
+        (
+            {"sglang_server_bind_address": "::"},
+            "or ::1 (the port guard keeps an IPv4 port to sglang_server_allowed_sources",
+        ),
         ({"sglang_server_gpus": [0, 0, 1, 2]}, f"{GPUS}; got: [0, 0, 1, 2]"),
         ({"sglang_server_gpus": [-1, 0, 1, 2]}, f"{GPUS}; got: [-1, 0, 1, 2]"),
         ({"sglang_server_env": {"NCCL_DEBUG": "WARN\nEVIL=1"}}, f'{ENV}; in: ["NCCL_DEBUG"] (values not shown)'),
@@ -240,6 +260,7 @@ ENV = "sglang_server_env values must hold no control characters (line breaks, ta
         "name-newline",
         "name-specifier",
         "host-name",
+        "ipv6-any",
         "duplicate-gpu",
         "negative-gpu",
         "env-newline",
