@@ -19,7 +19,7 @@ DOCKER_PACKAGE := $(if $(shell command -v dockerd),,docker.io)
 SANITY_ROOT := build/sanity/ansible_collections/glm/fleet
 MOLECULE_SCENARIOS := $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
 
-.PHONY: help deps venv engine lab lab-up lab-down lab-status site test check lint sanity unit molecule integration build clean bench client-lock
+.PHONY: help deps venv engine lab lab-up lab-down lab-status site test check lint sanity unit molecule integration build clean bench client-lock docs ee
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -93,12 +93,19 @@ test: deps venv check molecule integration ## every check (CI runs this)
 build: venv ## the collection tarball
 	ansible-galaxy collection build --force --output-path build/
 
+ee: build ## the execution environment's build context (build/ee/context), for AWX / Automation Platform
+	mkdir -p build/ee && cp build/glm-fleet-$$(sed -n 's/^version: //p' galaxy.yml).tar.gz build/ee/glm-fleet.tar.gz
+	ansible-builder create --file execution-environment.yml --context build/ee/context --output-filename Containerfile
+
 clean: lab-down
 	rm -rf build .ansible tests/output
 
 bench: venv engine ## benchmark table on a fresh 4-GPU-node lab (fleet figures, then ready-detection lag)
 	$(BIN)/python bench/fleet.py --gpu-nodes 4 --shard-mib 256
 	$(BIN)/python bench/ready_lag.py --rounds 5
+
+docs: venv ## regenerate docs/variables.md from the roles' argument specs
+	$(BIN)/python tools/variables_doc.py
 
 client-lock: venv ## recompile the download client's hash-pinned requirements (roles/model_weights/files)
 	$(BIN)/pip install -q uv==0.13.9

@@ -17,7 +17,7 @@ from conftest import REPO, Runner, lab, run_log
 SERVED = "zai-org/GLM-5.3-Flash"
 UNIT = "pareto-glm53-flash"
 # The lab's context length (its inventory owns it) and the profiles' output budget (role default).
-CONTEXT = yaml.safe_load((REPO / "inventories/lab/group_vars/all/lab.yml").read_text())["sglang_server_context_length"]
+CONTEXT = yaml.safe_load((REPO / "inventories/lab/group_vars/all/lab.yml").read_text())["deployment_context_length"]
 OUTPUT_BUDGET = yaml.safe_load((REPO / "roles/claude_code/defaults/main.yml").read_text())[
     "claude_code_max_output_tokens"
 ]

@@ -215,13 +215,13 @@ def test_site_refuses_the_recipes_context_length_before_any_stage(runner: Runner
     """The recipe's --context-length 16384 cannot hold Claude Code's first request and output
     budget: site.yml stops in its first play, before any host is contacted."""
     before = node_state()
-    run = runner.playbook(REPO / "site.yml", extravars={"sglang_server_context_length": 16384})
+    run = runner.playbook(REPO / "site.yml", extravars={"deployment_context_length": 16384})
     assert run.status == "failed", run_log(run)
     failures = [e["event_data"] for e in run.events if e.get("event") == "runner_on_failed"]
     assert [f["host"] for f in failures] == ["laptop-1"], run_log(run)
     message = failures[0]["res"]["msg"]
     assert "claude_code_fleet_context_length=16384 is too small for Claude Code" in message, message
-    assert "sglang_server_context_length" in message, message
+    assert "deployment_context_length" in message, message
     done = [e["event_data"] for e in run.events if e.get("event") == "runner_on_ok"]
     # Only the controller-side include of the check ran: no host was contacted, no stage began.
     controller_side = {"ansible.builtin.include_role", "ansible.builtin.validate_argument_spec"}

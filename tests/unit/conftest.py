@@ -1,9 +1,13 @@
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
+from typing import Any
 
+import jinja2
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -18,3 +22,36 @@ import standin_deps  # noqa: E402 - from tests/lab, put on the path above
 def lab_tokenizer() -> Path:
     """The lab repository's tokenizer.json (tests/lab/standin_deps.py), cached under .lab/."""
     return standin_deps.tokenizer_json(REPO / ".lab" / "cache" / "standin")
+
+
+SINGLE = re.compile(r"\{\{ *([A-Za-z_][A-Za-z0-9_]*) *\}\}")
+
+
+def role_vars(role: str, **inventory: object) -> dict[str, Any]:
+    """The variables a role sees, as Ansible gives them: its dependency glm.fleet.deployment's
+    defaults, then its own, then what an inventory sets (`inventory`); each default that is a
+    template over another variable is resolved (a lone `{{ name }}` keeps the value's type, as
+    Ansible's native templating does)."""
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)  # noqa: S701 - not HTML
+    values: dict[str, Any] = {}
+    for path in (
+        REPO / "roles" / "deployment" / "defaults" / "main.yml",
+        REPO / "roles" / role / "defaults" / "main.yml",
+    ):
+        values.update(yaml.safe_load(path.read_text()) or {})
+    values.update(inventory)
+
+    def resolve(value: Any) -> Any:
+        if isinstance(value, list):
+            return [resolve(v) for v in value]
+        if not isinstance(value, str) or "{{" not in value:
+            return value
+        lone = SINGLE.fullmatch(value.strip())
+        if lone and lone.group(1) in values:
+            return resolve(values[lone.group(1)])
+        try:
+            return env.from_string(value).render(**values)
+        except jinja2.UndefinedError:
+            return value  # refers to something only a play defines (facts, other hosts)
+
+    return {name: resolve(value) for name, value in values.items()}

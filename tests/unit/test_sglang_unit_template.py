@@ -12,7 +12,7 @@ import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
 from ansible.plugins.filter.core import FilterModule as CoreFilters
-from conftest import REPO
+from conftest import REPO, role_vars
 
 from ansible_collections.glm.fleet.plugins.filter.systemd import systemd_exec
 from ansible_collections.glm.fleet.plugins.filter.unsafe_text import unsafe_text
@@ -39,8 +39,7 @@ def render(**overrides: object) -> str:
     )
     env.filters.update(CoreFilters().filters())
     env.filters["glm.fleet.systemd_exec"] = systemd_exec
-    vars_ = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
-    vars_.update(overrides)
+    vars_ = role_vars("sglang_server", **overrides)
     private = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
     for key, value in private.items():  # private vars are templates over the public ones
         vars_[key] = env.from_string(value).render(**vars_).strip() if isinstance(value, str) else value

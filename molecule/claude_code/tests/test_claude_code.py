@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+import yaml
 
+REPO = Path(__file__).resolve().parents[3]
+# The fleet's window is the deployment's context length, which the lab's inventory sets once.
+LAB_CONTEXT = yaml.safe_load((REPO / "inventories/lab/group_vars/all/lab.yml").read_text())["deployment_context_length"]
 HOME = "/home/dev"
 ROOT = f"{HOME}/.config/glm-fleet/claude"
 
@@ -17,7 +22,7 @@ def settings(host, profile: str) -> dict:  # noqa: ANN001 - testinfra host
 @pytest.mark.parametrize(
     ("profile", "url", "token", "model", "window"),
     [
-        ("fleet", "http://127.0.0.1:18080", "molecule-fleet-token", "zai-org/GLM-5.3-Flash", "200000"),
+        ("fleet", "http://127.0.0.1:18080", "molecule-fleet-token", "zai-org/GLM-5.3-Flash", str(LAB_CONTEXT)),
         (
             "lyceum",
             "https://api.lyceum.technology/anthropic",

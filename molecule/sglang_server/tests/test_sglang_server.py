@@ -13,7 +13,7 @@ UNIT = "pareto-glm53-flash"
 REVISION = "eb9eb208eb0d988989d07a6a12d0fdeb5f52574a"
 SERVED = "zai-org/GLM-5.3-Flash"
 # The lab's context length, owned by its inventory (group_vars/all), which molecule links.
-CONTEXT = yaml.safe_load((REPO / "inventories/lab/group_vars/all/lab.yml").read_text())["sglang_server_context_length"]
+CONTEXT = yaml.safe_load((REPO / "inventories/lab/group_vars/all/lab.yml").read_text())["deployment_context_length"]
 
 
 def api_key() -> str:

@@ -1,0 +1,97 @@
+# Copyright: glm.fleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What is wrong with a deployment (glm.fleet.deployment's variables), one message per problem."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+
+from ansible_collections.glm.fleet.plugins.module_utils._docker_api import DockerError, parse_reference
+from ansible_collections.glm.fleet.plugins.module_utils._hf_snapshot import REPO_ID_RE, REVISION_RE
+
+DOCUMENTATION = r"""
+---
+name: deployment_problems
+short_description: The problems of a deployment's settings, naming each variable and its value
+version_added: 0.1.0
+description:
+  - Checks the variables of M(glm.fleet.deployment) with full matches, the same grammars the modules
+    use (an image reference pinned by digest as M(glm.fleet.image_pull) parses it, a 40-hex revision
+    and an C(ORG/NAME) repository as M(glm.fleet.hf_snapshot) does).
+  - Each message names the variable and shows the value JSON-escaped, so a line break is visible.
+author:
+  - glm.fleet contributors (@glm-fleet)
+options:
+  _input:
+    description: The deployment's variables by name.
+    type: dict
+    required: true
+"""
+
+EXAMPLES = r"""
+- name: Check the deployment
+  ansible.builtin.assert:
+    that: "({'deployment_image': deployment_image} | glm.fleet.deployment_problems) == []"
+"""
+
+RETURN = r"""
+_value:
+  description: One message per problem; empty when the deployment is fit.
+  type: list
+  elements: str
+"""
+
+SERVED_NAME_RE = re.compile(r"[A-Za-z0-9/][A-Za-z0-9._/:@+-]*")
+POSITIVE_RE = re.compile(r"[1-9][0-9]*")
+SIZES = ("deployment_tp_size", "deployment_ep_size", "deployment_context_length")
+
+
+def _pinned(reference: str) -> bool:
+    try:
+        parse_reference(reference)
+    except DockerError:
+        return False
+    return True
+
+
+# Each text setting: whether a value fits (a full match), and the rule the message states.
+GRAMMARS: dict[str, tuple[Callable[[str], bool], str]] = {
+    "deployment_image": (_pinned, "must be pinned by digest, NAME[:TAG]@sha256:<64 hex>"),
+    "deployment_model_repo_id": (
+        lambda v: REPO_ID_RE.fullmatch(v) is not None,
+        "must be ORG/NAME (letters, digits, . _ -)",
+    ),
+    "deployment_model_revision": (
+        lambda v: REVISION_RE.fullmatch(v) is not None,
+        "must be a full 40-hex commit (branch names, tags and short SHAs are refused)",
+    ),
+    "deployment_served_model_name": (
+        lambda v: SERVED_NAME_RE.fullmatch(v) is not None,
+        "must be a model name (letters, digits and ._/:@+-, no spaces or control characters)",
+    ),
+}
+
+
+def deployment_problems(settings: dict) -> list[str]:
+    problems = [
+        f"{name} {rule}; got: {json.dumps(settings[name])}"
+        for name, (fits, rule) in GRAMMARS.items()
+        if name in settings and not (isinstance(settings[name], str) and fits(settings[name]))
+    ]
+    sizes = {n: settings[n] for n in SIZES if n in settings}
+    bad = {n: v for n, v in sizes.items() if not POSITIVE_RE.fullmatch(str(v))}
+    if bad:
+        problems.append(f"{', '.join(bad)} must be whole numbers of at least 1; got: {json.dumps(list(bad.values()))}")
+    elif len(sizes) == len(SIZES) and int(sizes["deployment_ep_size"]) != int(sizes["deployment_tp_size"]):
+        problems.append(
+            f"deployment_ep_size ({sizes['deployment_ep_size']}) must equal deployment_tp_size "
+            f"({sizes['deployment_tp_size']}): SGLang's expert-parallel backends require it"
+        )
+    return problems
+
+
+class FilterModule:
+    def filters(self) -> dict:
+        return {"deployment_problems": deployment_problems}

@@ -1,0 +1,42 @@
+"""The deployment's checks: the role's defaults pass; each bad value is named, JSON-escaped."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from conftest import REPO
+
+from ansible_collections.glm.fleet.plugins.filter.deployment_problems import deployment_problems
+
+DEFAULTS = yaml.safe_load((REPO / "roles" / "deployment" / "defaults" / "main.yml").read_text())
+
+
+def test_the_collections_deployment_is_fit() -> None:
+    assert deployment_problems(DEFAULTS) == []
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"deployment_image": "lmsysorg/sglang:glm-5.3-flash"}, "deployment_image must be pinned by digest"),
+        ({"deployment_image": DEFAULTS["deployment_image"] + "\n"}, '\\n"'),
+        ({"deployment_model_revision": "main"}, "deployment_model_revision must be a full 40-hex commit"),
+        ({"deployment_model_revision": DEFAULTS["deployment_model_revision"] + "\n"}, "must be a full 40-hex commit"),
+        (
+            {"deployment_model_repo_id": "../../etc"},
+            'deployment_model_repo_id must be ORG/NAME (letters, digits, . _ -); got: "../../etc"',
+        ),
+        ({"deployment_served_model_name": "glm %Z"}, "deployment_served_model_name must be a model name"),
+        ({"deployment_served_model_name": ""}, 'got: ""'),
+        ({"deployment_tp_size": 0}, "deployment_tp_size must be whole numbers of at least 1; got: [0]"),
+        (
+            {"deployment_context_length": "-5"},
+            'deployment_context_length must be whole numbers of at least 1; got: ["-5"]',
+        ),
+        ({"deployment_ep_size": 8}, "deployment_ep_size (8) must equal deployment_tp_size (4)"),
+    ],
+)
+def test_a_bad_value_is_named(change: dict, expected: str) -> None:
+    problems = deployment_problems({**DEFAULTS, **change})
+    assert len(problems) == 1, problems
+    assert expected in problems[0]

@@ -1,0 +1,86 @@
+"""Write docs/variables.md, every role's variables, from the roles' meta/argument_specs.yml.
+
+    python tools/variables_doc.py          rewrite docs/variables.md
+    python tools/variables_doc.py --check  exit 1 when docs/variables.md differs from the specs
+
+The specs are the one source (Ansible checks them before a role runs, and a unit test checks that
+they equal the roles' defaults); this page is derived from them, so it cannot drift.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+OUTPUT = REPO / "docs" / "variables.md"
+MARKUP = re.compile(r"\b([CIMOV])\(([^)]*)\)")
+# The deployment first (the others derive from it), then the roles in site.yml's order.
+ORDER = ["deployment", "preflight", "nvidia_container_toolkit", "site_cache", "model_weights", "sglang_image",
+         "sglang_server", "claude_code"]  # fmt: skip
+
+
+def plain(text: object) -> str:
+    if isinstance(text, list):
+        text = " ".join(str(t) for t in text)
+    text = MARKUP.sub(lambda m: f"*{m.group(2)}*" if m.group(1) == "I" else f"`{m.group(2)}`", str(text))
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def shown_default(option: dict) -> str:
+    if "default" not in option:
+        return "(required)" if option.get("required") else ""
+    value = option["default"]
+    text = value if isinstance(value, str) else json.dumps(value)
+    if len(text) > 100:
+        return "see `defaults/main.yml`"
+    return f"`{text}`" if text != "" else '`""`'
+
+
+def roles() -> list[str]:
+    found = sorted(p.parent.parent.name for p in (REPO / "roles").glob("*/meta/argument_specs.yml"))
+    return [r for r in ORDER if r in found] + [r for r in found if r not in ORDER]
+
+
+def render() -> str:
+    out = [
+        "# Role variables",
+        "",
+        "Generated from each role's `meta/argument_specs.yml` by `tools/variables_doc.py` (`make docs`);",
+        "a unit test fails when this page and the specs differ. What the roles do: [roles.md](roles.md).",
+        "",
+    ]
+    for role in roles():
+        specs = yaml.safe_load((REPO / "roles" / role / "meta" / "argument_specs.yml").read_text())["argument_specs"]
+        for entry, spec in specs.items():
+            title = f"glm.fleet.{role}" + ("" if entry == "main" else f" (`tasks_from: {entry}`)")
+            out += [f"## {title}", "", plain(spec.get("short_description", "")), ""]
+            options = spec.get("options") or {}
+            if not options:
+                out += ["No variables.", ""]
+                continue
+            out += ["| Variable | Type | Default | Meaning |", "| --- | --- | --- | --- |"]
+            for name, option in options.items():
+                meaning = plain(option.get("description", ""))
+                out.append(f"| `{name}` | {option.get('type', 'str')} | {shown_default(option)} | {meaning} |")
+            out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def main(argv: list[str]) -> int:
+    text = render()
+    if "--check" in argv:
+        if OUTPUT.read_text() != text:
+            print(f"{OUTPUT.relative_to(REPO)} differs from the roles' argument specs: run `make docs`")
+            return 1
+        return 0
+    OUTPUT.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
