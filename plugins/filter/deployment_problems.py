@@ -8,8 +8,7 @@ import json
 import re
 from collections.abc import Callable
 
-from ansible_collections.glm.fleet.plugins.module_utils._docker_api import DockerError, parse_reference
-from ansible_collections.glm.fleet.plugins.module_utils._hf_snapshot import REPO_ID_RE, REVISION_RE
+from ansible_collections.glm.fleet.plugins.module_utils._grammar import commit_id, pinned_image, repo_id
 
 DOCUMENTATION = r"""
 ---
@@ -48,23 +47,12 @@ POSITIVE_RE = re.compile(r"[1-9][0-9]*")
 SIZES = ("deployment_tp_size", "deployment_ep_size", "deployment_context_length")
 
 
-def _pinned(reference: str) -> bool:
-    try:
-        parse_reference(reference)
-    except DockerError:
-        return False
-    return True
-
-
 # Each text setting: whether a value fits (a full match), and the rule the message states.
 GRAMMARS: dict[str, tuple[Callable[[str], bool], str]] = {
-    "deployment_image": (_pinned, "must be pinned by digest, NAME[:TAG]@sha256:<64 hex>"),
-    "deployment_model_repo_id": (
-        lambda v: REPO_ID_RE.fullmatch(v) is not None,
-        "must be ORG/NAME (letters, digits, . _ -)",
-    ),
+    "deployment_image": (pinned_image, "must be pinned by digest, NAME[:TAG]@sha256:<64 hex>"),
+    "deployment_model_repo_id": (repo_id, "must be ORG/NAME (letters, digits, . _ -)"),
     "deployment_model_revision": (
-        lambda v: REVISION_RE.fullmatch(v) is not None,
+        commit_id,
         "must be a full 40-hex commit (branch names, tags and short SHAs are refused)",
     ),
     "deployment_served_model_name": (

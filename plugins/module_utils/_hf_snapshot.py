@@ -36,8 +36,9 @@ from pathlib import Path
 
 from ansible.module_utils.urls import open_url
 
-REVISION_RE = re.compile(r"[0-9a-f]{40}")
-REPO_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
+from ansible_collections.glm.fleet.plugins.module_utils._grammar import commit_id
+from ansible_collections.glm.fleet.plugins.module_utils._grammar import repo_id as repo_id_fits
+
 CHUNK = 4 * 1024 * 1024
 MANIFEST_SUFFIX = ".manifest.json"
 
@@ -84,7 +85,7 @@ class FetchReport:
 
 
 def check_revision(revision: str) -> str | None:
-    if not REVISION_RE.fullmatch(revision or ""):
+    if not commit_id(revision):
         return (
             "revision must be a full 40-hex commit id (branch names, tags and short SHAs are refused); "
             f"got: {revision!r}"
@@ -93,7 +94,7 @@ def check_revision(revision: str) -> str | None:
 
 
 def check_repo_id(repo_id: str) -> str | None:
-    if not REPO_ID_RE.fullmatch(repo_id or ""):
+    if not repo_id_fits(repo_id):
         return f"repo_id must look like ORG/NAME; got: {repo_id!r}"
     return None
 

@@ -200,10 +200,10 @@ def test_a_full_disk_names_the_path_and_the_bytes_and_records_nothing_unverified
         ({"model_weights_hf_token": "hf_wrong_token"}, ["refused the token", "model_weights_hf_token"]),
         ({"model_weights_hf_token": ""}, ["is gated", "model_weights_hf_token"]),
         ({"model_weights_revision": "0" * 40}, ["does not exist", "model_weights_revision"]),
-        ({"model_weights_revision": "main"}, ["model_weights_revision must be a full 40-hex commit", "got: main"]),
+        ({"model_weights_revision": "main"}, ["model_weights_revision must be a full 40-hex commit", 'got: "main"']),
         (
             {"model_weights_revision": "eb9eb20"},
-            ["model_weights_revision must be a full 40-hex commit", "got: eb9eb20"],
+            ["model_weights_revision must be a full 40-hex commit", 'got: "eb9eb20"'],
         ),
     ],
     ids=["wrong-token", "gated-without-token", "unknown-revision", "branch-name", "short-sha"],

@@ -223,8 +223,13 @@ def test_site_refuses_the_recipes_context_length_before_any_stage(runner: Runner
     assert "claude_code_fleet_context_length=16384 is too small for Claude Code" in message, message
     assert "deployment_context_length" in message, message
     done = [e["event_data"] for e in run.events if e.get("event") == "runner_on_ok"]
-    # Only the controller-side include of the check ran: no host was contacted, no stage began.
-    controller_side = {"ansible.builtin.include_role", "ansible.builtin.validate_argument_spec"}
+    # Only controller-side checks ran (the include, argument specs, the deployment's assert): no host
+    # was contacted, no stage began.
+    controller_side = {
+        "ansible.builtin.include_role",
+        "ansible.builtin.validate_argument_spec",
+        "ansible.builtin.assert",
+    }
     assert {(d["host"], d["task_action"]) for d in done} <= {("laptop-1", a) for a in controller_side}, done
     assert node_state() == before
 

@@ -50,7 +50,8 @@ def test_daemon_json_keeps_user_keys_and_gains_runtime_and_mirror(host) -> None:
     assert config["log-opts"] == {"max-size": "10m"}
     assert config["runtimes"]["nvidia"] == {"args": [], "path": "nvidia-container-runtime"}
     assert config["registry-mirrors"] == ["http://172.30.253.1:5000"]
-    assert config["insecure-registries"] == ["172.30.253.1:5000"]
+    # the mirror, and the lab's private registry (a login, reached through a slow link)
+    assert config["insecure-registries"] == ["172.30.253.1:5000", "172.30.253.1:5002"]
     assert "default-runtime" not in config
 
 

@@ -1,0 +1,70 @@
+"""One grammar each, for the roles (test plugins) and the modules alike: full matches only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+from ansible_collections.glm.fleet.plugins.module_utils import _grammar as g
+
+DIGEST = "sha256:" + "a" * 64
+
+
+@pytest.mark.parametrize(
+    ("value", "fits"),
+    [
+        (f"lmsysorg/sglang:glm-5.3-flash@{DIGEST}", True),
+        (f"registry.example.internal:5000/team/sglang@{DIGEST}", True),
+        (f"Registry.Example:5000/team/sglang@{DIGEST}", True),
+        (f"lmsysorg/sglang@{DIGEST}\n", False),
+        ("lmsysorg/sglang:latest", False),
+        (f"lmsysorg/sglang@{DIGEST[:-1]}", False),
+        (f"Lmsysorg/sglang@{DIGEST}", False),
+        (None, False),
+    ],
+)
+def test_pinned_image(value: object, fits: bool) -> None:
+    assert g.pinned_image(value) is fits
+
+
+@pytest.mark.parametrize(
+    ("value", "fits"),
+    [("eb9eb208eb0d988989d07a6a12d0fdeb5f52574a", True), ("eb9eb208eb0d988989d07a6a12d0fdeb5f52574a\n", False),
+     ("main", False), ("eb9eb20", False), ("EB9EB208EB0D988989D07A6A12D0FDEB5F52574A", False), (40, False)],
+)  # fmt: skip
+def test_commit_id(value: object, fits: bool) -> None:
+    assert g.commit_id(value) is fits
+
+
+@pytest.mark.parametrize(
+    ("value", "fits"),
+    [(18080, True), ("18080", True), (1, True), (65535, True), (0, False), (65536, False), ("18080\n", False),
+     (True, False), ("-1", False), (None, False)],
+)  # fmt: skip
+def test_port(value: object, fits: bool) -> None:
+    assert g.port(value) is fits
+
+
+@pytest.mark.parametrize(
+    ("value", "fits"),
+    [([0, 1, 2, 3], True), (["4", "5"], True), ([], False), ([0, 0], False), ([-1, 0], False), (["0\n"], False),
+     ("0,1,2,3", False), ([True], False)],
+)  # fmt: skip
+def test_gpu_list(value: object, fits: bool) -> None:
+    assert g.gpu_list(value) is fits
+
+
+def test_repo_id() -> None:
+    assert g.repo_id("zai-org/GLM-5.3-Flash")
+    assert not g.repo_id("../../etc")
+    assert not g.repo_id("zai-org/GLM-5.3-Flash\n")
+
+
+def test_no_role_keeps_a_pattern_of_its_own_for_these_values() -> None:
+    """The image, commit and port grammars live in one file; the roles call them by name."""
+    patterns = ("@sha256:[0-9a-f]{64}", "[0-9a-f]{40}", "<= 65535")
+    for path in Path(REPO / "roles").glob("*/tasks/*.yml"):
+        text = path.read_text()
+        assert not [p for p in patterns if p in text], path
