@@ -17,7 +17,7 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.glm.fleet.plugins.module_utils._detach import parse_start_ticks
-from ansible_collections.glm.fleet.plugins.module_utils._hf_snapshot import human_bytes, human_seconds
+from ansible_collections.glm.fleet.plugins.module_utils._progress import human_bytes, human_seconds
 
 display = Display()
 

@@ -10,7 +10,7 @@ import time
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.glm.fleet.plugins.module_utils._hf_snapshot import human_bytes, human_seconds, progress_line
+from ansible_collections.glm.fleet.plugins.module_utils._progress import human_bytes, human_seconds, progress_line
 
 display = Display()
 MODULE = "glm.fleet.hf_snapshot"

@@ -183,40 +183,46 @@ from pathlib import Path
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.glm.fleet.plugins.module_utils._hf_snapshot import (
+from ansible_collections.glm.fleet.plugins.module_utils._hf_hub import (
     CHILD,
-    SHA256_RE,
-    Digest,
-    Entry,
-    FetchLock,
-    FetchReport,
-    HubRefused,
-    Paths,
-    SnapshotError,
-    check_repo_id,
-    check_revision,
     child_env,
-    entries_from_manifest,
-    http_bytes,
-    http_fetch,
     hub_tree,
+    parse_child,
+    start_child,
+    watch_process,
+)
+from ansible_collections.glm.fleet.plugins.module_utils._hf_local import (
+    Digest,
+    FetchLock,
+    Paths,
     link_blob,
     load_records,
     local_status,
-    manifest,
-    manifest_text,
-    mirror_url,
     no_space_message,
-    parse_child,
     partial_bytes,
     remove_local,
     reported_bytes,
     save_records,
-    start_child,
     stat_key,
-    trusted_manifest,
-    watch_process,
     write_atomic,
+)
+from ansible_collections.glm.fleet.plugins.module_utils._hf_mirror import (
+    http_bytes,
+    http_fetch,
+    mirror_url,
+)
+from ansible_collections.glm.fleet.plugins.module_utils._hf_model import (
+    SHA256_RE,
+    Entry,
+    FetchReport,
+    HubRefused,
+    SnapshotError,
+    check_repo_id,
+    check_revision,
+    entries_from_manifest,
+    manifest,
+    manifest_text,
+    trusted_manifest,
 )
 
 

@@ -21,7 +21,11 @@ from conftest import REPO
 from huggingface_hub.utils._xet_progress_reporting import XetDownloadProgressReporter
 
 from ansible_collections.glm.fleet.plugins.action.hf_snapshot import batches
-from ansible_collections.glm.fleet.plugins.module_utils import _hf_snapshot as hs
+from ansible_collections.glm.fleet.plugins.module_utils import _hf_hub as hub_client
+from ansible_collections.glm.fleet.plugins.module_utils import _hf_local as local
+from ansible_collections.glm.fleet.plugins.module_utils import _hf_mirror as mirror
+from ansible_collections.glm.fleet.plugins.module_utils import _hf_model as model
+from ansible_collections.glm.fleet.plugins.module_utils import _progress as fmt
 
 REV = hub_standin.REVISION
 REPO_ID = hub_standin.REPO_ID
@@ -29,19 +33,19 @@ REPO_ID = hub_standin.REPO_ID
 
 @pytest.mark.parametrize("revision", ["main", "eb9eb20", "v1.0", "EB9EB208EB0D988989D07A6A12D0FDEB5F52574A", ""])
 def test_revisions_other_than_a_full_commit_are_refused(revision: str) -> None:
-    problem = hs.check_revision(revision)
+    problem = model.check_revision(revision)
     assert problem is not None
     assert repr(revision) in problem
 
 
 def test_a_full_commit_is_accepted() -> None:
-    assert hs.check_revision(REV) is None
-    assert hs.check_repo_id(REPO_ID) is None
-    assert hs.check_repo_id("no-slash") is not None
+    assert model.check_revision(REV) is None
+    assert model.check_repo_id(REPO_ID) is None
+    assert model.check_repo_id("no-slash") is not None
 
 
 def test_tree_entries_carry_the_lfs_sha256_and_refuse_escaping_paths() -> None:
-    entries = hs.entries_from_tree(
+    entries = model.entries_from_tree(
         [
             {"type": "file", "path": "b.safetensors", "size": 3, "oid": "1" * 40, "lfs": {"oid": "5" * 64, "size": 3}},
             {"type": "directory", "path": "sub", "oid": "x"},
@@ -52,14 +56,14 @@ def test_tree_entries_carry_the_lfs_sha256_and_refuse_escaping_paths() -> None:
         ("a.json", "2" * 40, False),
         ("b.safetensors", "5" * 64, True),
     ]
-    with pytest.raises(hs.SnapshotError, match="outside the snapshot"):
-        hs.entries_from_tree([{"type": "file", "path": "../../etc/passwd", "size": 1, "oid": "1" * 40}])
+    with pytest.raises(model.SnapshotError, match="outside the snapshot"):
+        model.entries_from_tree([{"type": "file", "path": "../../etc/passwd", "size": 1, "oid": "1" * 40}])
 
 
 def test_a_manifest_for_another_revision_is_refused() -> None:
-    data = hs.manifest([hs.Entry("a", 1, "1" * 40)], REPO_ID, "0" * 40)
-    with pytest.raises(hs.SnapshotError, match=r"not zai-org/GLM-5\.3-Flash@"):
-        hs.entries_from_manifest(data, REPO_ID, REV)
+    data = model.manifest([model.Entry("a", 1, "1" * 40)], REPO_ID, "0" * 40)
+    with pytest.raises(model.SnapshotError, match=r"not zai-org/GLM-5\.3-Flash@"):
+        model.entries_from_manifest(data, REPO_ID, REV)
 
 
 GOOD = {"path": "config.json", "size": 2, "git_oid": "1" * 40, "sha256": None}
@@ -84,70 +88,70 @@ GOOD = {"path": "config.json", "size": 2, "git_oid": "1" * 40, "sha256": None}
 )
 def test_a_manifest_entry_that_could_leave_the_cache_is_refused(bad: dict, expected: str) -> None:
     """The manifest travels over the LAN's plain HTTP: its ids become file names, so only hex passes."""
-    data = hs.manifest([], REPO_ID, REV)
+    data = model.manifest([], REPO_ID, REV)
     data["files"] = [{**GOOD, **bad}]
-    with pytest.raises(hs.SnapshotError, match=expected):
-        hs.entries_from_manifest(data, REPO_ID, REV)
+    with pytest.raises(model.SnapshotError, match=expected):
+        model.entries_from_manifest(data, REPO_ID, REV)
 
 
 def test_paths_that_resolve_outside_the_cache_are_refused(tmp_path: Path) -> None:
-    paths = hs.Paths(tmp_path / "hub", REPO_ID, REV)
+    paths = local.Paths(tmp_path / "hub", REPO_ID, REV)
     paths.snapshot.mkdir(parents=True)
     (paths.snapshot / "escape").symlink_to(tmp_path)  # a link planted in the snapshot
-    with pytest.raises(hs.SnapshotError, match="outside the cache"):
-        paths.link(hs.Entry("escape/x.json", 1, "1" * 40))
+    with pytest.raises(model.SnapshotError, match="outside the cache"):
+        paths.link(model.Entry("escape/x.json", 1, "1" * 40))
 
 
 def test_only_the_manifest_the_cache_verified_is_trusted() -> None:
-    data = hs.manifest([hs.Entry("config.json", 2, "1" * 40)], REPO_ID, REV)
-    raw = hs.manifest_text(data).encode()
+    data = model.manifest([model.Entry("config.json", 2, "1" * 40)], REPO_ID, REV)
+    raw = model.manifest_text(data).encode()
     anchor = hashlib.sha256(raw).hexdigest()
-    assert hs.trusted_manifest(raw, anchor, "http://cache/m") == data
+    assert model.trusted_manifest(raw, anchor, "http://cache/m") == data
     forged = raw.replace(b"1" * 40, b"2" * 40)  # consistent, but not what the cache verified
-    with pytest.raises(hs.SnapshotError, match=f"not the trusted {anchor}"):
-        hs.trusted_manifest(forged, anchor, "http://cache/m")
+    with pytest.raises(model.SnapshotError, match=f"not the trusted {anchor}"):
+        model.trusted_manifest(forged, anchor, "http://cache/m")
 
 
-def make_file(paths: hs.Paths, name: str, content: bytes, lfs: bool) -> hs.Entry:
+def make_file(paths: local.Paths, name: str, content: bytes, lfs: bool) -> model.Entry:
     sha = hashlib.sha256(content).hexdigest()
     git = hashlib.sha1(b"blob %d\0" % len(content) + content).hexdigest()  # noqa: S324 - git's id
-    entry = hs.Entry(name, len(content), git, sha if lfs else None)
+    entry = model.Entry(name, len(content), git, sha if lfs else None)
     paths.blobs.mkdir(parents=True, exist_ok=True)
     paths.blob(entry).write_bytes(content)
-    hs.link_blob(paths, entry)
+    local.link_blob(paths, entry)
     return entry
 
 
 @pytest.mark.parametrize("lfs", [True, False])
 def test_local_status_verifies_then_trusts_the_record_until_the_file_changes(tmp_path: Path, lfs: bool) -> None:
-    paths = hs.Paths(tmp_path, REPO_ID, REV)
+    paths = local.Paths(tmp_path, REPO_ID, REV)
     entry = make_file(paths, "model.safetensors", b"weights" * 100, lfs)
-    status, record = hs.local_status(paths, entry, None, full=False)
+    status, record = local.local_status(paths, entry, None, full=False)
     assert status == "ok"
     assert record is not None
     assert record["sha256"] == hashlib.sha256(b"weights" * 100).hexdigest()
-    assert hs.local_status(paths, entry, record, full=False) == ("ok", record)
+    assert local.local_status(paths, entry, record, full=False) == ("ok", record)
     blob = paths.blob(entry)
     data = bytearray(blob.read_bytes())
     data[10] ^= 0xFF
     blob.write_bytes(bytes(data))  # same size, new mtime
-    assert hs.local_status(paths, entry, record, full=False)[0] == "corrupt"
+    assert local.local_status(paths, entry, record, full=False)[0] == "corrupt"
 
 
 def test_local_status_reports_missing_and_wrong_size(tmp_path: Path) -> None:
-    paths = hs.Paths(tmp_path, REPO_ID, REV)
+    paths = local.Paths(tmp_path, REPO_ID, REV)
     entry = make_file(paths, "a.json", b"{}", lfs=False)
-    assert hs.local_status(paths, hs.Entry("b.json", 2, "x"), None, full=False)[0] == "missing"
-    assert hs.local_status(paths, hs.Entry("a.json", 3, entry.git_oid), None, full=False)[0] == "size"
+    assert local.local_status(paths, model.Entry("b.json", 2, "x"), None, full=False)[0] == "missing"
+    assert local.local_status(paths, model.Entry("a.json", 3, entry.git_oid), None, full=False)[0] == "size"
 
 
 def test_remove_local_keeps_only_the_named_partial(tmp_path: Path) -> None:
-    paths = hs.Paths(tmp_path, REPO_ID, REV)
+    paths = local.Paths(tmp_path, REPO_ID, REV)
     entry = make_file(paths, "a.safetensors", b"xyz", lfs=True)
     (paths.blobs / f"{entry.etag}.abcd1234.incomplete").write_bytes(b"x")
     (paths.blobs / f"{entry.etag}.glm-fleet.incomplete").write_bytes(b"xy")
-    assert hs.partial_bytes(paths, entry) == 3
-    hs.remove_local(paths, entry, keep=f"{entry.etag}.glm-fleet.incomplete")
+    assert local.partial_bytes(paths, entry) == 3
+    local.remove_local(paths, entry, keep=f"{entry.etag}.glm-fleet.incomplete")
     assert sorted(p.name for p in paths.blobs.iterdir()) == [f"{entry.etag}.glm-fleet.incomplete"]
     assert not paths.link(entry).exists()
 
@@ -170,7 +174,7 @@ def test_watchdog_kills_a_child_that_stops_making_progress() -> None:
     )  # fmt: skip
     clock = FakeClock()
     progress = iter([0, 10, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20])
-    watch = hs.watch_process(proc, lambda: next(progress), 1.0, clock=clock, sleep=clock.sleep, tick=0.25)
+    watch = hub_client.watch_process(proc, lambda: next(progress), 1.0, clock=clock, sleep=clock.sleep, tick=0.25)
     assert watch.stalled
     assert proc.returncode is not None
     assert clock.now == pytest.approx(0.25 * 2 + 1.0, abs=0.3)
@@ -179,7 +183,7 @@ def test_watchdog_kills_a_child_that_stops_making_progress() -> None:
 def test_watchdog_lets_a_progressing_child_finish() -> None:
     proc = subprocess.Popen([sys.executable, "-c", "print('{}')"], start_new_session=True, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
-    watch = hs.watch_process(proc, lambda: 0, 30.0)
+    watch = hub_client.watch_process(proc, lambda: 0, 30.0)
     assert not watch.stalled
     assert watch.rc == 0
     assert watch.stdout.strip() == "{}"
@@ -194,27 +198,27 @@ def test_watchdog_lets_a_progressing_child_finish() -> None:
     ],
 )
 def test_hub_refusals_are_final_and_name_what_to_fix(payload: dict, match: str) -> None:
-    with pytest.raises(hs.HubRefused, match=match):
-        hs.parse_child(json.dumps(payload), "", 2, "list")
+    with pytest.raises(model.HubRefused, match=match):
+        hub_client.parse_child(json.dumps(payload), "", 2, "list")
 
 
 def test_a_server_error_is_retryable() -> None:
-    with pytest.raises(hs.SnapshotError) as err:
-        hs.parse_child(json.dumps({"error": "http", "status": 503, "message": "busy"}), "", 2, "download x")
-    assert not isinstance(err.value, hs.HubRefused)
+    with pytest.raises(model.SnapshotError) as err:
+        hub_client.parse_child(json.dumps({"error": "http", "status": 503, "message": "busy"}), "", 2, "download x")
+    assert not isinstance(err.value, model.HubRefused)
 
 
 def test_a_full_disk_in_the_download_child_is_an_enospc_for_the_parent() -> None:
     """The child reports ENOSPC as such, so the parent names the file system and the bytes needed."""
     message = "[Errno 28] No space left on device"
     with pytest.raises(OSError, match="No space left") as err:
-        hs.parse_child(json.dumps({"error": "nospace", "message": message}), "", 2, "download x")
+        hub_client.parse_child(json.dumps({"error": "nospace", "message": message}), "", 2, "download x")
     assert err.value.errno == errno.ENOSPC
 
 
 def test_child_env_carries_the_token_and_endpoint_not_the_callers_hf_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    env = hs.child_env("http://hub.test/", "tok", disable_xet=True, download_timeout=30)
+    env = hub_client.child_env("http://hub.test/", "tok", disable_xet=True, download_timeout=30)
     assert env["HF_TOKEN"] == "tok"  # noqa: S105 - a test value
     assert env["HF_ENDPOINT"] == "http://hub.test"
     assert env["HF_HUB_DISABLE_XET"] == "1"
@@ -222,7 +226,7 @@ def test_child_env_carries_the_token_and_endpoint_not_the_callers_hf_settings(mo
 
 
 def test_progress_line_has_bytes_rate_and_eta() -> None:
-    line = hs.progress_line(1024**3, 4 * 1024**3, 100 * 1024**2)
+    line = fmt.progress_line(1024**3, 4 * 1024**3, 100 * 1024**2)
     assert line == "1.0 GiB / 4.0 GiB (25%), 100.0 MiB/s, ETA 31s"
 
 
@@ -258,13 +262,13 @@ def test_http_fetch_resumes_after_a_dropped_connection(hub: tuple[str, hub_stand
     state.faults.append(hub_standin.Fault(kind="drop", path=name))
     dest = tmp_path / "part"
     auth = {"Authorization": f"Bearer {state.token}"}
-    with pytest.raises((hs.SnapshotError, OSError)):
-        hs.http_fetch(resolve_url(base, name), dest, len(want), timeout=5, headers=auth)
+    with pytest.raises((model.SnapshotError, OSError)):
+        mirror.http_fetch(resolve_url(base, name), dest, len(want), timeout=5, headers=auth)
     assert 0 < dest.stat().st_size < len(want)
     before = state.bytes_served
     repo_file = state.files[name]
-    digest = hs.Digest(hs.Entry(name, len(want), repo_file.git_oid, repo_file.sha256))
-    hs.http_fetch(resolve_url(base, name), dest, len(want), timeout=5, headers=auth, digest=digest)
+    digest = local.Digest(model.Entry(name, len(want), repo_file.git_oid, repo_file.sha256))
+    mirror.http_fetch(resolve_url(base, name), dest, len(want), timeout=5, headers=auth, digest=digest)
     assert dest.read_bytes() == want
     assert digest.matches()  # the resumed part was hashed from disk, the rest as it arrived
     assert state.bytes_served - before == len(want) // 2 + len(want) % 2  # only the missing half again
@@ -285,13 +289,13 @@ def test_child_reports_the_bytes_it_fetches(hub: tuple[str, hub_standin.HubState
     name = "model-00002-of-00002.safetensors"
     counter = tmp_path / "received"
     env = {
-        **hs.child_env(base, state.token, disable_xet=True, download_timeout=10),
+        **hub_client.child_env(base, state.token, disable_xet=True, download_timeout=10),
         "GLM_FLEET_PROGRESS_FILE": str(counter),
     }
-    cmd = [sys.executable, "-c", hs.CHILD, "download", REPO_ID, REV, str(tmp_path / "hub"), name]
+    cmd = [sys.executable, "-c", hub_client.CHILD, "download", REPO_ID, REV, str(tmp_path / "hub"), name]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
-    assert hs.reported_bytes(counter) == len(state.files[name].content)
+    assert local.reported_bytes(counter) == len(state.files[name].content)
     assert counter.stat().st_mode & 0o777 == 0o600
 
 
@@ -304,7 +308,7 @@ def test_over_xet_network_bytes_move_the_watchdog_while_the_file_stands_still(
     monkeypatch.setenv("GLM_FLEET_PROGRESS_FILE", str(counter))
     monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # as the child runs
     scope: dict[str, object] = {}
-    exec(hs.CHILD_PROGRESS, scope)  # noqa: S102 - the child's own progress class, as it runs there
+    exec(hub_client.CHILD_PROGRESS, scope)  # noqa: S102 - the child's own progress class, as it runs there
 
     def report(written: int, received: int) -> SimpleNamespace:
         return SimpleNamespace(
@@ -316,38 +320,38 @@ def test_over_xet_network_bytes_move_the_watchdog_while_the_file_stands_still(
         reconstruction_desc="f: reconstructing file", total=1000, log_level=30, tqdm_class=scope["Progress"]
     ) as reporter:
         reporter.update_progress(report(0, 0))
-        seen = [hs.reported_bytes(counter)]
+        seen = [local.reported_bytes(counter)]
         for received in (300, 600, 900):  # the first term is still in flight: nothing written yet
             reporter.update_progress(report(0, received))
-            seen.append(hs.reported_bytes(counter))
+            seen.append(local.reported_bytes(counter))
         reporter.update_progress(report(0, 900))  # the network stands still too
-        seen.append(hs.reported_bytes(counter))
+        seen.append(local.reported_bytes(counter))
         reporter.update_progress(report(1000, 1000))
-        seen.append(hs.reported_bytes(counter))
+        seen.append(local.reported_bytes(counter))
     assert seen == [0, 300, 600, 900, 900, 2000]
 
 
 def test_a_second_fetch_on_the_same_host_is_told_who_runs(tmp_path: Path) -> None:
     message = rf"another weights fetch is running on this host \(pid {os.getpid()}"
-    with hs.FetchLock(tmp_path), pytest.raises(hs.SnapshotError, match=message):
-        hs.FetchLock(tmp_path).__enter__()
-    with hs.FetchLock(tmp_path):  # released: the next run takes it
+    with local.FetchLock(tmp_path), pytest.raises(model.SnapshotError, match=message):
+        local.FetchLock(tmp_path).__enter__()
+    with local.FetchLock(tmp_path):  # released: the next run takes it
         pass
 
 
 def test_a_full_disk_says_where_and_how_much() -> None:
-    entry = hs.Entry("model-00001-of-00002.safetensors", 5_000_000_000, "1" * 40, "5" * 64)
+    entry = model.Entry("model-00001-of-00002.safetensors", 5_000_000_000, "1" * 40, "5" * 64)
     full = OSError(errno.ENOSPC, "No space left on device")
-    message = hs.no_space_message(full, Path("/var/lib/glm-fleet/huggingface/hub"), entry, 1_000)
+    message = local.no_space_message(full, Path("/var/lib/glm-fleet/huggingface/hub"), entry, 1_000)
     assert message is not None
     assert "/var/lib/glm-fleet/huggingface/hub" in message
     assert "needs 5000000000 bytes and 1000 bytes are free" in message
-    assert hs.no_space_message(OSError(errno.EIO, "I/O error"), Path("/x"), entry, 1) is None
+    assert local.no_space_message(OSError(errno.EIO, "I/O error"), Path("/x"), entry, 1) is None
 
 
 def test_state_is_written_whole_or_not_at_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     target = tmp_path / "records.json"
-    hs.write_atomic(target, "old\n")
+    local.write_atomic(target, "old\n")
 
     def crash(self: Path, text: str) -> None:
         Path.write_bytes(self, text[:2].encode())
@@ -355,7 +359,7 @@ def test_state_is_written_whole_or_not_at_all(tmp_path: Path, monkeypatch: pytes
 
     monkeypatch.setattr(Path, "write_text", crash)
     with pytest.raises(OSError, match="No space left"):
-        hs.write_atomic(target, "new content\n")
+        local.write_atomic(target, "new content\n")
     monkeypatch.undo()
     assert target.read_text() == "old\n"
     assert [p.name for p in tmp_path.iterdir()] == ["records.json"]  # no temporary file left behind
