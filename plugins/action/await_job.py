@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import time
+from collections.abc import Callable
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
@@ -52,6 +53,23 @@ def outcome(job: dict, worker_stat: str | None, what: str, job_file: str) -> dic
     return None
 
 
+def observe(
+    read_job: Callable[[], dict | None], read_stat: Callable[[object], str | None]
+) -> tuple[dict | None, str | None]:
+    """The job record and, while it runs, its worker's /proc stat line. The worker writes its result
+    before it exits, so a worker found gone is read about once more: a result written between the
+    two reads wins over "gone"."""
+    job = read_job()
+    if not isinstance(job, dict) or job.get("state") != "running":
+        return job, None
+    stat = read_stat(job.get("pid"))
+    if stat is None or parse_start_ticks(stat) != job.get("start_ticks"):
+        again = read_job()
+        if isinstance(again, dict) and again.get("state") != "running":
+            return again, None
+    return job, stat
+
+
 def strip(job: dict) -> dict:
     return {k: v for k, v in job.items() if k != "result"}
 
@@ -80,16 +98,20 @@ class ActionModule(ActionBase):
         host = task_vars.get("inventory_hostname", "?")
         started = time.monotonic()
         shown = None
-        while True:
+
+        def read_job() -> dict | None:
             text = self.slurp(job_file, task_vars)
             try:
                 job = json.loads(text) if text else None
             except ValueError:
-                job = None
-            if not isinstance(job, dict):
+                return None
+            return job if isinstance(job, dict) else None
+
+        while True:
+            job, stat = observe(read_job, lambda pid: self.slurp(f"/proc/{pid}/stat", task_vars))
+            if job is None:
                 result.update(failed=True, msg=f"{what}: no readable job file {job_file} on the host")
                 return result
-            stat = self.slurp(f"/proc/{job.get('pid')}/stat", task_vars) if job.get("state") == "running" else None
             ended = outcome(job, stat, what, job_file)
             if ended is not None:
                 result.update(ended)

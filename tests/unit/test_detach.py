@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.glm.fleet.plugins.action.await_job import outcome
+from ansible_collections.glm.fleet.plugins.action.await_job import observe, outcome
 from ansible_collections.glm.fleet.plugins.module_utils import _detach
 
 
@@ -107,3 +107,21 @@ def test_a_finished_job_returns_its_result() -> None:
     ended = outcome(job, None, "pull x", "/f")
     assert ended == {"changed": True, "pulled": True, "job": RUNNING | {"state": "done"},
                      "image_id": "sha256:1", "repo_digests": ["a@sha256:2"]}  # fmt: skip
+
+
+def test_a_result_written_while_the_worker_exits_is_not_taken_for_a_killed_worker() -> None:
+    """The wait reads the job (running), the worker writes its result and exits, the wait finds the
+    pid gone: it reads the job again and returns the result."""
+    done = {**RUNNING, "state": "done", "result": {"image_id": "sha256:1"}}
+    reads = iter([RUNNING, done])
+    job, stat = observe(lambda: next(reads), lambda _pid: None)
+    assert (job, stat) == (done, None)
+    assert outcome(job, stat, "pull x", "/f")["image_id"] == "sha256:1"
+
+
+def test_a_worker_gone_with_the_job_still_running_is_gone() -> None:
+    job, stat = observe(lambda: RUNNING, lambda _pid: None)
+    ended = outcome(job, stat, "pull x", "/f")
+    assert ended is not None
+    assert "ended without a result" in ended["msg"]
+    assert observe(lambda: RUNNING, lambda _pid: STAT) == (RUNNING, STAT)  # alive: read once
