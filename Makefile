@@ -19,7 +19,7 @@ DOCKER_PACKAGE := $(if $(shell command -v dockerd),,docker.io)
 SANITY_ROOT := build/sanity/ansible_collections/glm/fleet
 MOLECULE_SCENARIOS := $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
 
-.PHONY: help deps venv engine lab lab-up lab-down lab-status site test check lint sanity unit molecule integration build clean bench client-lock docs ee
+.PHONY: help deps venv engine lab lab-up lab-down lab-status site test check lint collection-copy sanity unit molecule integration build clean bench client-lock docs ee
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -63,16 +63,21 @@ lint: venv
 	ruff check .
 	ansible-lint --profile production --strict
 
-sanity: venv ## ansible-test sanity on a clean copy of the collection
+collection-copy: venv ## a clean copy of the collection under build/, where ansible-test runs
 	rm -rf build/sanity && mkdir -p $(SANITY_ROOT)
 	git ls-files -z --cached --others --exclude-standard | grep -zv '^collections/' \
 	  | rsync -a --from0 --files-from=- ./ $(SANITY_ROOT)/
 	cd $(SANITY_ROOT) && git init -q && git add -A  # its own repository: build/ is ignored by ours
+
+sanity: collection-copy ## ansible-test sanity on a clean copy of the collection
 	$(BIN)/python tests/sanity_bootstrap.py
 	cd $(SANITY_ROOT) && ansible-test sanity --local --python 3.11 --color no
 
-unit: venv
+# Every unit test with pytest; the plugins' (tests/unit/plugins/, laid out as plugins/) also with
+# ansible-test units, as the collection's users and Ansible's tooling run them.
+unit: collection-copy
 	pytest tests/unit
+	cd $(SANITY_ROOT) && ansible-test units --local --python 3.11 --color no tests/unit/plugins/
 
 molecule: engine ## every molecule scenario (systemd containers from the lab image)
 	$(BIN)/python tests/lab/lab.py image
@@ -80,7 +85,7 @@ molecule: engine ## every molecule scenario (systemd containers from the lab ima
 	for s in $(MOLECULE_SCENARIOS); do molecule test -s $$s || exit 1; done
 
 # In fleet order: the lab itself, refusals on fresh nodes, site.yml from scratch, then what runs on it.
-INTEGRATION_TESTS := test_lab test_refusals test_site test_server test_artifacts test_faults test_claude_code
+INTEGRATION_TESTS := test_lab test_refusals test_site test_server test_gateway test_artifacts test_faults test_claude_code
 
 # The integration tests run on the fleet shape of a real site: 4 GPU nodes, a site cache, a laptop.
 integration: GLM_LAB_GPU_NODES = 4
@@ -107,8 +112,11 @@ bench: venv engine ## benchmark table on a fresh 4-GPU-node lab (fleet figures, 
 docs: venv ## regenerate docs/variables.md from the roles' argument specs
 	$(BIN)/python tools/variables_doc.py
 
-client-lock: venv ## recompile the download client's hash-pinned requirements (roles/model_weights/files)
+client-lock: venv ## recompile the hash-pinned requirements of the download client and the router
 	$(BIN)/pip install -q uv==0.13.9
 	cd roles/model_weights/files && $(BIN)/uv pip compile --quiet --universal --generate-hashes \
 	  --python-version 3.10 --custom-compile-command "make client-lock" \
 	  client-requirements.in -o client-requirements.txt
+	cd roles/gateway/files && $(BIN)/uv pip compile --quiet --universal --generate-hashes \
+	  --python-version 3.10 --custom-compile-command "make client-lock" \
+	  router-requirements.in -o router-requirements.txt

@@ -10,9 +10,11 @@ name: fleet_report
 short_description: One row per GPU node from its glm.fleet.sglang_health result
 version_added: 0.1.0
 description:
-  - Takes a mapping of node name to that node's registered C(glm.fleet.sglang_health) result (or
-    nothing, for a node that never answered) and returns one row per node with C(node), C(ready),
-    C(failed_check), C(detail), C(latency_ms), C(ttft_ms), C(served_model), C(revision) and C(drift).
+  - Takes a mapping of node name to that node's registered C(glm.fleet.sglang_health) result, or
+    the result of the task that looped it over the node's servers (C(results), each with its
+    C(__sglang_server_instance)), or nothing for a node that never answered; returns one row per
+    server with C(node), C(server), C(port), C(ready), C(failed_check), C(detail), C(latency_ms),
+    C(ttft_ms), C(served_model), C(revision) and C(drift).
   - The filters C(fleet_report_table) and C(fleet_report_markdown) render those rows as text.
 author:
   - glm.fleet contributors (@glm-fleet)
@@ -31,7 +33,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description: One row per node, sorted by node name.
+  description: One row per server, sorted by node name and port.
   type: list
   elements: dict
 """
@@ -40,6 +42,8 @@ from typing import Any  # noqa: E402 - after the documentation, as Ansible plugi
 
 COLUMNS = [
     ("node", "node"),
+    ("server", "server"),
+    ("port", "port"),
     ("ready", "ready"),
     ("failed_check", "failed check"),
     ("latency_ms", "latency ms"),
@@ -50,8 +54,10 @@ COLUMNS = [
 ]
 
 
-def row(node: str, result: Any) -> dict[str, Any]:
+def row(node: str, result: Any, instance: dict[str, Any] | None = None) -> dict[str, Any]:
     base: dict[str, Any] = {name: None for name, _title in COLUMNS} | {"node": node, "ready": False, "drift": ""}
+    if instance:
+        base |= {"server": instance.get("name"), "port": instance.get("port")}
     if not isinstance(result, dict) or not result:
         return base | {"failed_check": "unreachable", "detail": "no result from this node"}
     if result.get("unreachable"):
@@ -74,8 +80,16 @@ def row(node: str, result: Any) -> dict[str, Any]:
     }
 
 
+def node_rows(node: str, result: Any) -> list[dict[str, Any]]:
+    """A looped result gives one row per server; anything else one row for the node."""
+    if isinstance(result, dict) and isinstance(result.get("results"), list) and result["results"]:
+        return [row(node, item, item.get("__sglang_server_instance")) for item in result["results"]]
+    return [row(node, result)]
+
+
 def fleet_report(results: dict[str, Any]) -> list[dict[str, Any]]:
-    return [row(node, results[node]) for node in sorted(results)]
+    rows = [r for node in sorted(results) for r in node_rows(node, results[node])]
+    return sorted(rows, key=lambda r: (r["node"], int(r["port"] or 0)))
 
 
 def cell(value: Any) -> str:
@@ -93,7 +107,7 @@ def fleet_report_table(rows: list[dict[str, Any]]) -> list[str]:
     widths = [max(len(line[i]) for line in table) for i in range(len(COLUMNS))]
     lines = ["  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip() for line in table]
     ready = sum(1 for r in rows if r["ready"])
-    return [*lines, f"{ready}/{len(rows)} nodes ready"]
+    return [*lines, f"{ready}/{len(rows)} servers ready on {len({r['node'] for r in rows})} nodes"]
 
 
 def fleet_report_markdown(rows: list[dict[str, Any]]) -> str:
@@ -101,7 +115,8 @@ def fleet_report_markdown(rows: list[dict[str, Any]]) -> str:
     rule = "|" + "|".join(" --- " for _column in COLUMNS) + "|"
     body = ["| " + " | ".join(cell(r.get(name)).replace("|", "\\|") for name, _t in COLUMNS) + " |" for r in rows]
     ready = sum(1 for r in rows if r["ready"])
-    return "\n".join(["# Fleet health", "", f"{ready}/{len(rows)} nodes ready.", "", head, rule, *body]) + "\n"
+    summary = f"{ready}/{len(rows)} servers ready on {len({r['node'] for r in rows})} nodes."
+    return "\n".join(["# Fleet health", "", summary, "", head, rule, *body]) + "\n"
 
 
 class FilterModule:

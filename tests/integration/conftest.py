@@ -40,7 +40,15 @@ def lab_secrets() -> dict[str, str]:
         "Hugging Face token": "hf_token",
         "registry password": "registry_password",
     }
-    return {name: (lab.STATE_DIR / f).read_text().strip() for name, f in files.items() if (lab.STATE_DIR / f).exists()}
+    found = {name: (lab.STATE_DIR / f).read_text().strip() for name, f in files.items() if (lab.STATE_DIR / f).exists()}
+    # What the gateway's runs generate on the controller: the developers' keys and the site CA's key.
+    secrets_dir = lab.INVENTORY.parent / ".secrets"
+    for path in sorted(secrets_dir.glob("developer-keys/*.key")):
+        found[f"developer key {path.stem}"] = path.read_text().strip()
+    for path in sorted(secrets_dir.glob("ca/*.key")):
+        body = "".join(path.read_text().splitlines()[1:-1])  # the base64 of the key, as it could leak
+        found[f"TLS key {path.name}"] = body
+    return found
 
 
 def leaks(text: str, secrets: dict[str, str]) -> list[str]:

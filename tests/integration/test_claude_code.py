@@ -1,5 +1,6 @@
 """End to end: on the lab's laptop, the real Claude Code CLI, started by the role's launcher, gets
-its answer from the SGLang stand-in on a GPU node, across the lab network."""
+its answer from the SGLang stand-ins on the GPU nodes, through the fleet's gateway over HTTPS with
+the developer's own key."""
 
 from __future__ import annotations
 
@@ -30,11 +31,12 @@ def in_node(container: str, *cmd: str, check: bool = True) -> subprocess.Complet
 @pytest.fixture(scope="module")
 def onboarded(lab_state: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     runner = Runner(tmp_path_factory.mktemp("onboard"))
-    for playbook in ("sglang_server.yml", "developer_laptops.yml"):
+    for playbook in ("sglang_server.yml", "gateway.yml", "developer_laptops.yml"):
         run = runner.playbook(REPO / "playbooks" / playbook)
         assert run.status == "successful", run_log(run)
     nodes = {n["name"]: n for n in lab_state["nodes"]}
-    return {"laptop": nodes["laptop-1"]["container"], "server": nodes["gpu-1"]["container"]}
+    servers = [n["container"] for n in lab_state["nodes"] if n["group"] == "gpu_nodes"]
+    return {"laptop": nodes["laptop-1"]["container"], "servers": servers}
 
 
 def as_developer(laptop: str, script: str) -> subprocess.CompletedProcess[str]:
@@ -46,11 +48,22 @@ def as_developer(laptop: str, script: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
-def server_requests(server: str, since: str) -> list[dict[str, Any]]:
-    """The /v1/messages requests the stand-in logged since `since` (one JSON line per request)."""
-    journal = in_node(server, "journalctl", "-u", UNIT, "-o", "cat", "--no-pager", f"--since={since}")
-    requests = [json.loads(line) for line in journal.stdout.splitlines() if line.startswith("{")]
-    return [r for r in requests if r["path"].startswith("/v1/messages") and "count_tokens" not in r["path"]]
+def all_requests(servers: list[str], since: str) -> list[dict[str, Any]]:
+    """Every request the fleet's stand-ins (every server of every GPU node) logged since `since`."""
+    requests = []
+    for server in servers:
+        journal = in_node(server, "journalctl", "-u", f"{UNIT}*", "-o", "cat", "--no-pager", f"--since={since}")
+        requests += [json.loads(line) for line in journal.stdout.splitlines() if line.startswith("{")]
+    return requests
+
+
+def server_requests(servers: list[str], since: str) -> list[dict[str, Any]]:
+    """The /v1/messages requests the fleet's stand-ins logged since `since` (one JSON line per request)."""
+    return [
+        r
+        for r in all_requests(servers, since)
+        if r["path"].startswith("/v1/messages") and "count_tokens" not in r["path"]
+    ]
 
 
 def test_claude_code_answers_from_the_fleet(onboarded: dict[str, str]) -> None:
@@ -61,11 +74,16 @@ def test_claude_code_answers_from_the_fleet(onboarded: dict[str, str]) -> None:
     assert answer.returncode == 0, f"rc={answer.returncode}\nstdout: {answer.stdout}\nstderr: {answer.stderr}"
     assert "Hello from GLM-5.3-Flash" in answer.stdout
 
-    journal = in_node(onboarded["server"], "journalctl", "-u", UNIT, "-o", "cat", "--no-pager", f"--since={since}")
-    requests = [json.loads(line) for line in journal.stdout.splitlines() if line.startswith("{")]
-    messages = [r for r in requests if r["path"].startswith("/v1/messages") and r["status"] == 200]
-    assert messages, f"the server saw no /v1/messages request:\n{journal.stdout[-2000:]}"
+    # The request reached a GPU node, with the servers' key: the gateway swapped the developer's own
+    # key (from the profile, over HTTPS) for it, so no laptop holds the servers' key.
+    messages = [r for r in server_requests(onboarded["servers"], since) if r["status"] == 200]
+    assert messages, "no server saw a /v1/messages request"
     key = (lab.STATE_DIR / "api_key").read_text().strip()
+    settings = in_node(onboarded["laptop"], "cat", "/home/dev/.config/glm-fleet/claude/fleet/settings.json").stdout
+    env = json.loads(settings)["env"]
+    assert env["ANTHROPIC_BASE_URL"].startswith("https://")
+    assert env["ANTHROPIC_AUTH_TOKEN"] != key
+    assert key not in settings
     for request in messages:
         assert request["authorization"] == "bearer"
         assert request["token_sha256"] == hashlib.sha256(key.encode()).hexdigest()
@@ -93,7 +111,7 @@ def test_a_long_session_compacts_before_the_server_would_refuse(onboarded: dict[
     assert session.returncode == 0, f"stdout: {session.stdout[-2000:]}\nstderr: {session.stderr[-2000:]}"
     assert session.stdout.count("Hello from GLM-5.3-Flash") == 6
 
-    requests = server_requests(onboarded["server"], since)
+    requests = server_requests(onboarded["servers"], since)
     assert [r["status"] for r in requests] == [200] * len(requests), requests
     assert not [r for r in requests if "error" in r], "a request was refused for its length"
     for r in requests:
@@ -121,7 +139,7 @@ def test_claude_code_runs_a_tool_the_model_asks_for(onboarded: dict[str, str]) -
     written = in_node(onboarded["laptop"], "cat", call["file_path"], check=False)
     assert written.stdout == call["content"]
     assert in_node(onboarded["laptop"], "stat", "-c", "%U", call["file_path"]).stdout.strip() == "dev"
-    requests = server_requests(onboarded["server"], since)
+    requests = server_requests(onboarded["servers"], since)
     assert [r["tool_results"] for r in requests] == [0, 1], requests
     assert all(r["status"] == 200 for r in requests)
 

@@ -64,7 +64,7 @@ def test_an_unreachable_node_does_not_stop_the_others_and_the_report_shows_it(
     assert set(run.stats["dark"]) == {second_node_paused}, run.stats
     assert run.stats["failures"] == {}, run.stats
     assert set(others) <= set(run.stats["ok"])
-    report = {row["node"]: row for row in json.loads((report_dir / "fleet-health.json").read_text())["nodes"]}
+    report = {row["node"]: row for row in json.loads((report_dir / "fleet-health.json").read_text())["servers"]}
     assert report[second_node_paused]["ready"] is False
     assert report[second_node_paused]["failed_check"] == "unreachable"
     for node in others:

@@ -55,8 +55,9 @@ def refusal(runner: Runner, role: str, extravars: dict[str, Any], target: str = 
 @pytest.mark.parametrize(
     ("extravars", "expected"),
     [
-        ({"preflight_required_gpus": 8}, ["has 4 GPU(s)", "preflight_required_gpus", "is 8"]),
-        ({"preflight_min_gpu_memory_gb": 1000}, ["769.1 GB of GPU memory", "preflight_min_gpu_memory_gb is 1000"]),
+        # the target, gpu-2, is the lab's 8x B200 node
+        ({"preflight_required_gpus": 16}, ["has 8 GPU(s)", "preflight_required_gpus", "is 16"]),
+        ({"preflight_min_gpu_memory_gb": 2000}, ["1538.1 GB of GPU memory", "preflight_min_gpu_memory_gb is 2000"]),
         ({"preflight_min_driver_version": "590.10"}, ["driver 580.95.05", "preflight_min_driver_version is 590.10"]),
         (
             {"preflight_disk_requirements": [{"path": "/var/lib/glm-fleet", "min_free_gb": 100000}]},
@@ -236,7 +237,11 @@ def test_site_refuses_the_recipes_context_length_before_any_stage(runner: Runner
 
 SHM = "sglang_server_shm_size must be a size such as 64g"
 NAME = "must be a model name (letters, digits and ._/:@+-, no spaces, % or line breaks)"
-GPUS = "sglang_server_gpus must be distinct GPU indices from 0"
+GPUS = "must be distinct GPU indices from 0"
+INST = "sglang_server_instances"
+# Two servers, as on the lab's 8-GPU node (gpu-2, the target)
+A = {"name": "a", "gpus": [0, 1, 2, 3], "port": 18080}
+B = {"name": "b", "gpus": [4, 5, 6, 7], "port": 18081}
 ENV = "sglang_server_env values must hold no control characters (line breaks, tabs)"
 
 
@@ -251,8 +256,13 @@ ENV = "sglang_server_env values must hold no control characters (line breaks, ta
             {"sglang_server_bind_address": "::"},
             "or ::1 (the port guard keeps an IPv4 port to sglang_server_allowed_sources",
         ),
-        ({"sglang_server_gpus": [0, 0, 1, 2]}, f"{GPUS}; got: [0, 0, 1, 2]"),
-        ({"sglang_server_gpus": [-1, 0, 1, 2]}, f"{GPUS}; got: [-1, 0, 1, 2]"),
+        ({INST: [A | {"gpus": [0, 0, 1, 2]}]}, f"{INST}[0] (a).gpus {GPUS}; got: [0, 0, 1, 2]"),
+        ({INST: [A, B | {"gpus": [3, 4, 5, 6]}]}, f"{INST}: GPU 3 is used by more than one instance (a, b)"),
+        ({INST: [A, B | {"port": 18080}]}, f"{INST}: port 18080 is used by more than one instance (a, b)"),
+        (
+            {INST: [A, B | {"gpus": [6, 7, 8, 9]}]},
+            f"{INST}[1] (b).gpus [6, 7, 8, 9] name GPU(s) [8, 9] this node does not have (it has 8: indices 0-7)",
+        ),
         ({"sglang_server_env": {"NCCL_DEBUG": "WARN\nEVIL=1"}}, f'{ENV}; in: ["NCCL_DEBUG"] (values not shown)'),
         ({"sglang_server_extra_args": ["--x", "y\n"]}, "sglang_server_extra_args must hold no control characters"),
         ({"sglang_server_allowed_sources": ["the-lan"]}, 'must be IPv4 addresses or CIDRs; got: ["the-lan"]'),
@@ -268,7 +278,9 @@ ENV = "sglang_server_env values must hold no control characters (line breaks, ta
         "host-name",
         "ipv6-any",
         "duplicate-gpu",
-        "negative-gpu",
+        "gpu-in-two-instances",
+        "port-in-two-instances",
+        "gpu-the-node-lacks",
         "env-newline",
         "arg-newline",
         "source-name",

@@ -12,6 +12,8 @@ from conftest import REPO, Runner, host_results, lab, run_log
 
 PLAYBOOK = REPO / "playbooks" / "sglang_server.yml"
 UNIT = "pareto-glm53-flash"
+# The lab's 8-GPU node and its second server (inventories/lab/host_vars/gpu-2.yml)
+EIGHT_GPU_NODE, SECOND = "gpu-2", "pareto-glm53-flash-b"
 SERVED = "zai-org/GLM-5.3-Flash"
 
 
@@ -21,8 +23,8 @@ def node_exec(node: str, *cmd: str, check: bool = True) -> str:
     ).stdout.strip()
 
 
-def container_id(node: str) -> str:
-    return node_exec(node, "docker", "inspect", "-f", "{{.Id}}", UNIT, check=False)
+def container_id(node: str, name: str = UNIT) -> str:
+    return node_exec(node, "docker", "inspect", "-f", "{{.Id}}", name, check=False)
 
 
 def api_key() -> str:
@@ -68,6 +70,38 @@ def hung_generation(serving: list[str]) -> Iterator[str]:
     node_exec(node, "docker", "exec", UNIT, "rm", "-f", FAULT_FILE)
 
 
+def test_the_8_gpu_node_runs_two_servers_on_their_own_gpus_and_ports(runner: Runner, serving: list[str]) -> None:
+    assert EIGHT_GPU_NODE in serving
+    for name, gpus, port in ((UNIT, "0,1,2,3", 18080), (SECOND, "4,5,6,7", 18081)):
+        assert node_exec(EIGHT_GPU_NODE, "systemctl", "is-active", f"{name}.service") == "active"
+        # docker's --gpus puts the devices into the server's environment (and the node's hook checked them)
+        env = node_exec(EIGHT_GPU_NODE, "docker", "exec", name, "cat", "/proc/1/environ").split("\0")
+        assert f"NVIDIA_VISIBLE_DEVICES={gpus}" in env, env
+        res = health(runner, EIGHT_GPU_NODE, port=port, timeout=30)[EIGHT_GPU_NODE]
+        assert res["ready"], res
+
+
+def test_a_change_to_one_server_restarts_that_server_only(runner: Runner, serving: list[str]) -> None:
+    assert EIGHT_GPU_NODE in serving
+    first, second = container_id(EIGHT_GPU_NODE), container_id(EIGHT_GPU_NODE, SECOND)
+    moved = [
+        {"name": UNIT, "gpus": [0, 1, 2, 3], "port": 18080},
+        {"name": SECOND, "gpus": [4, 5, 6, 7], "port": 18082},
+    ]
+    run = runner.playbook(PLAYBOOK, limit=EIGHT_GPU_NODE, extravars={"sglang_server_instances": moved})
+    try:
+        assert run.status == "successful", run_log(run)
+        assert container_id(EIGHT_GPU_NODE) == first, "the unchanged server was restarted"
+        assert container_id(EIGHT_GPU_NODE, SECOND) != second
+        assert health(runner, EIGHT_GPU_NODE, port=18082, timeout=30)[EIGHT_GPU_NODE]["ready"]
+        assert set(host_results(run, "Restart " + SECOND)) == {EIGHT_GPU_NODE}
+        assert host_results(run, "Restart " + UNIT) == {}
+    finally:
+        restore = runner.playbook(PLAYBOOK, limit=EIGHT_GPU_NODE)
+        assert restore.status == "successful", run_log(restore)
+    assert container_id(EIGHT_GPU_NODE) == first
+
+
 def test_hung_generation_fails_health_although_health_endpoint_says_200(runner: Runner, hung_generation: str) -> None:
     res = health(runner, hung_generation, timeout=4, interval=1, request_timeout=2)[hung_generation]
     assert res["event"] == "runner_on_failed"
@@ -95,8 +129,9 @@ def test_a_changed_variable_restarts_every_node_in_turn(runner: Runner, serving:
         assert run.status == "successful", run_log(run)
         for node in serving:
             assert container_id(node) != before[node], f"{node} was not restarted"
-            args = json.loads(node_exec(node, "docker", "inspect", "-f", "{{json .Args}}", UNIT))
-            assert args[args.index("--max-running-requests") + 1] == "128"
+            for name in [UNIT, SECOND] if node == EIGHT_GPU_NODE else [UNIT]:
+                args = json.loads(node_exec(node, "docker", "inspect", "-f", "{{json .Args}}", name))
+                assert args[args.index("--max-running-requests") + 1] == "128", name
         # One canary, then the rest: the restarts ran in separate batches.
         plays = [e["event_data"]["play"] for e in run.events if e.get("event") == "playbook_on_play_start"]
         assert len(plays) == len(serving)
@@ -157,19 +192,20 @@ def test_the_serving_key_is_not_an_admin_key(serving: list[str]) -> None:
 
 
 def test_the_port_is_closed_to_every_host_but_the_allowed_ones(serving: list[str]) -> None:
-    """gpu-1 publishes 18080 on all addresses, with the laptop as its only allowed source: another
-    GPU node cannot connect, the laptop can, and so can the node itself."""
+    """gpu-1 publishes 18080 on all addresses, with the gateway (cache-1) as its only allowed source:
+    another GPU node and the developer's laptop cannot connect, the gateway can, and so can the node."""
     target = lab.status()["nodes"]
     address = next(n["address"] for n in target if n["name"] == serving[0])
     url = f"http://{address}:18080/health"
     probe = ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "3", url]
     other = next(n["name"] for n in target if n["group"] == "gpu_nodes" and n["name"] != serving[0])
-    blocked = subprocess.run(
-        ["docker", "exec", f"{lab.PREFIX}-{other}", *probe], capture_output=True, text=True, check=False
-    )
-    assert blocked.returncode == 28, (blocked.returncode, blocked.stdout)  # no answer: dropped
+    for blocked_node in (other, "laptop-1"):
+        blocked = subprocess.run(
+            ["docker", "exec", f"{lab.PREFIX}-{blocked_node}", *probe], capture_output=True, text=True, check=False
+        )
+        assert blocked.returncode == 28, (blocked_node, blocked.returncode, blocked.stdout)  # no answer: dropped
     allowed = subprocess.run(
-        ["docker", "exec", f"{lab.PREFIX}-laptop-1", *probe], capture_output=True, text=True, check=False
+        ["docker", "exec", f"{lab.PREFIX}-cache-1", *probe], capture_output=True, text=True, check=False
     )
     assert allowed.stdout == "200"
     assert node_exec(serving[0], *probe[:-1], "http://127.0.0.1:18080/health") == "200"

@@ -56,18 +56,22 @@ def test_site_converges_once_per_site_then_changes_nothing(
     image_bytes = sum(int(blob["size"]) for blob in lab.image_blobs(image))
     assert image_bytes <= served[lab.SITE_CACHE_ADDRESS] <= IMAGE_BYTES_SLACK * image_bytes, (served, image_bytes)
 
-    # The fleet health report: every node ready, serving the pinned revision, no drift.
+    # The fleet health report: every server of every node ready (gpu-2, the 8-GPU node, runs two),
+    # serving the pinned revision, no drift.
     report = json.loads((report_dir / "fleet-health.json").read_text())
-    assert report["ready"] == report["total"] == len(gpu_nodes)
-    for row in report["nodes"]:
+    servers = {(node, 18080) for node in gpu_nodes} | ({("gpu-2", 18081)} if "gpu-2" in gpu_nodes else set())
+    assert {(row["node"], row["port"]) for row in report["servers"]} == servers
+    assert report["ready"] == report["total"] == len(servers)
+    assert report["nodes"] == len(gpu_nodes)
+    for row in report["servers"]:
         assert row["ready"], row
         assert row["revision"] == "eb9eb208eb0d988989d07a6a12d0fdeb5f52574a"
         assert row["served_model"] == "zai-org/GLM-5.3-Flash"
         assert row["ttft_ms"] is not None
         assert row["drift"] == ""
     markdown = (report_dir / "fleet-health.md").read_text()
-    assert f"{len(gpu_nodes)}/{len(gpu_nodes)} nodes ready." in markdown
-    assert "nodes ready" in run_log(first)  # the table is in the run's output too
+    assert f"{len(servers)}/{len(servers)} servers ready on {len(gpu_nodes)} nodes." in markdown
+    assert "servers ready on" in run_log(first)  # the table is in the run's output too
 
     second = runner.playbook(REPO / "site.yml", extravars={"glm_fleet_report_dir": str(report_dir)})
     assert second.status == "successful", run_log(second)

@@ -31,7 +31,7 @@ PACKAGES: dict[str, tuple[list[str], dict[str, str]]] = {
     ),
     "nvidia-container-toolkit": (
         ["nvidia-container-toolkit-base", "libnvidia-container-tools"],
-        {"usr/bin/nvidia-container-runtime-hook": "nvidia-container-runtime-hook"},
+        {"usr/bin/nvidia-container-runtime-hook": "nvidia-container-runtime-hook.py"},
     ),
 }
 

@@ -44,6 +44,8 @@ def role_vars(role: str, **inventory: object) -> dict[str, Any]:
     def resolve(value: Any) -> Any:
         if isinstance(value, list):
             return [resolve(v) for v in value]
+        if isinstance(value, dict):
+            return {k: resolve(v) for k, v in value.items()}
         if not isinstance(value, str) or "{{" not in value:
             return value
         lone = SINGLE.fullmatch(value.strip())

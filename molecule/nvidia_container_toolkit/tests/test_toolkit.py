@@ -70,3 +70,10 @@ def test_docker_runs_a_container_with_the_seeds_gpu_flag(host) -> None:  # noqa:
     assert out.stdout.strip() == "glm.fleet lab smoke image"
     out = host.run(f"docker run --rm --runtime=nvidia {image}")
     assert out.rc == 0, out.stderr
+
+
+def test_a_gpu_the_node_does_not_have_is_refused_at_start(host) -> None:  # noqa: ANN001
+    """As libnvidia-container refuses it: the node's stand-in nvidia-smi reports GPUs 0-3."""
+    out = host.run(f"""docker run --rm --gpus '"device=3,4"' {smoke_image()}""")
+    assert out.rc != 0
+    assert "nvidia-container-cli: device error: 4: unknown device" in out.stderr

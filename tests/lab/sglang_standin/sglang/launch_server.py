@@ -589,6 +589,18 @@ def main(argv: list[str]) -> int:
             flush=True,
         )
         return 1
+    # The GPUs docker gave the container (`--gpus '"device=..."'` sets NVIDIA_VISIBLE_DEVICES); torch
+    # fails on the first rank whose device ordinal is not among them.
+    visible = [d for d in os.environ.get("NVIDIA_VISIBLE_DEVICES", "").split(",") if d and d != "void"]
+    if len(visible) < args.tp_size and "all" not in visible:
+        error = (
+            f"RuntimeError: CUDA error: invalid device ordinal (tp_size {args.tp_size}, {len(visible)} GPU(s)"
+            f" visible: NVIDIA_VISIBLE_DEVICES={os.environ['NVIDIA_VISIBLE_DEVICES']})"
+            if visible
+            else "RuntimeError: No CUDA GPUs are available"
+        )
+        print(error, file=sys.stderr, flush=True)
+        return 1
     if args.ep_size not in (1, args.tp_size):
         print(f"AssertionError: ep_size ({args.ep_size}) must be 1 or equal tp_size ({args.tp_size})", file=sys.stderr)
         return 1

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
-from conftest import FIXTURES
 
 from ansible_collections.glm.fleet.plugins.module_utils import _nvidia_smi as smi
 from ansible_collections.glm.fleet.plugins.modules import gpu_facts
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"  # tests/unit/fixtures (also under ansible-test units)
 
 SMI = FIXTURES / "nvidia-smi"
 ALL_FIELDS = smi.BASE_FIELDS + smi.FABRIC_FIELDS

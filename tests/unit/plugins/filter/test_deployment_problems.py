@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
-from conftest import REPO
 
 from ansible_collections.glm.fleet.plugins.filter.deployment_problems import deployment_problems
+
+REPO = Path(__file__).resolve().parents[4]  # the collection (plugin tests also run under ansible-test units)
 
 DEFAULTS = yaml.safe_load((REPO / "roles" / "deployment" / "defaults" / "main.yml").read_text())
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import REPO
 
 from ansible_collections.glm.fleet.plugins.module_utils import _grammar as g
+
+REPO = Path(__file__).resolve().parents[4]  # the collection (plugin tests also run under ansible-test units)
 
 DIGEST = "sha256:" + "a" * 64
 

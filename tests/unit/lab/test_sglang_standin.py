@@ -58,7 +58,13 @@ def hf_home(root: Path, tokenizer: Path, max_position: int = 1048576) -> Path:
 
 
 def launch(home: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    environ = {**os.environ, "HF_HOME": str(home), "PYTHONPATH": str(STANDIN), "GLM_STANDIN_LOAD_SECONDS": "0"}
+    environ = {
+        **os.environ,
+        "HF_HOME": str(home),
+        "PYTHONPATH": str(STANDIN),
+        "GLM_STANDIN_LOAD_SECONDS": "0",
+        "NVIDIA_VISIBLE_DEVICES": "0,1,2,3",
+    }
     argv = [sys.executable, "-m", "sglang.launch_server", "--model-path", MODEL, "--revision", REVISION, *args]
     return subprocess.Popen(
         argv, env={**environ, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -408,3 +414,20 @@ def test_a_snapshot_without_a_tokenizer_does_not_start(tmp_path: Path, lab_token
     out = proc.communicate(timeout=30)[0]
     assert proc.returncode != 0
     assert "Can't load tokenizer" in out
+
+
+@pytest.mark.parametrize(
+    ("visible", "error"),
+    [
+        ("4,5", "RuntimeError: CUDA error: invalid device ordinal (tp_size 4, 2 GPU(s) visible"),
+        ("", "RuntimeError: No CUDA GPUs are available"),
+    ],
+)
+def test_fewer_gpus_than_the_tensor_parallel_size_do_not_start(
+    tmp_path: Path, lab_tokenizer: Path, visible: str, error: str
+) -> None:
+    home = hf_home(tmp_path, lab_tokenizer)
+    proc = launch(home, "--port", str(free_port()), "--tp-size", "4", env={"NVIDIA_VISIBLE_DEVICES": visible})
+    out = proc.communicate(timeout=30)[0]
+    assert proc.returncode != 0
+    assert error in out

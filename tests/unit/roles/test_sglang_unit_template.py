@@ -14,6 +14,7 @@ from ansible.errors import AnsibleFilterError
 from ansible.plugins.filter.core import FilterModule as CoreFilters
 from conftest import REPO, role_vars
 
+from ansible_collections.glm.fleet.plugins.filter.server_instances import guard_chain
 from ansible_collections.glm.fleet.plugins.filter.systemd import systemd_exec
 from ansible_collections.glm.fleet.plugins.filter.unsafe_text import unsafe_text
 
@@ -33,16 +34,20 @@ docker run -d --name pareto-glm53-flash --gpus '"device=0,1,2,3"' --ipc=host --s
 """
 
 
-def render(**overrides: object) -> str:
+def render(instance: int = 0, **overrides: object) -> str:
+    """The unit of the node's `instance`-th server (sglang_server_instances), as the role writes it."""
     env = jinja2.Environment(  # noqa: S701 - renders a systemd unit, not HTML
         undefined=jinja2.StrictUndefined, keep_trailing_newline=True, trim_blocks=True
     )
     env.filters.update(CoreFilters().filters())
     env.filters["glm.fleet.systemd_exec"] = systemd_exec
+    env.filters["glm.fleet.server_guard_chain"] = guard_chain
     vars_ = role_vars("sglang_server", **overrides)
+    vars_["__sglang_server_instance"] = vars_["sglang_server_instances"][instance]
     private = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
     for key, value in private.items():  # private vars are templates over the public ones
-        vars_[key] = env.from_string(value).render(**vars_).strip() if isinstance(value, str) else value
+        if isinstance(value, str) and not key.startswith("__sglang_server_failed"):  # those only in a rescue
+            vars_[key] = env.from_string(value).render(**vars_).strip()
     vars_["ansible_managed"] = "Ansible managed"
     return env.from_string((ROLE / "templates" / "sglang.service.j2").read_text()).render(**vars_)
 
@@ -86,6 +91,31 @@ def test_the_recipe_line_is_one_variable_away() -> None:
 def test_gpu_flag_keeps_the_recipes_quoting() -> None:
     assert """--gpus '"device=0,1,2,3"'""" in render()
     assert """--gpus '"device=4,5,6,7"'""" in render(sglang_server_gpus=[4, 5, 6, 7])
+
+
+def test_an_8_gpu_node_runs_two_servers_each_with_its_own_gpus_port_name_and_files() -> None:
+    instances = [
+        {"name": "glm-a", "gpus": [0, 1, 2, 3], "port": 18080},
+        {"name": "glm-b", "gpus": [4, 5, 6, 7], "port": 18081},
+    ]
+    first, second = (
+        render(i, sglang_server_instances=instances, sglang_server_api_key="k", sglang_server_env={"A": "1"})
+        for i in (0, 1)
+    )
+    argv = exec_start(second)
+    assert argv[argv.index("--name") + 1] == "glm-b"
+    assert argv[argv.index("--gpus") + 1] == '"device=4,5,6,7"'
+    assert argv[argv.index("-p") + 1] == "127.0.0.1:18081:18081"
+    assert argv[argv.index("--port") + 1] == "18081"
+    assert "/etc/glm-fleet/sglang/glm-b.yaml:/etc/sglang/config.yaml:ro" in argv
+    assert argv[argv.index("--env-file") + 1] == "/etc/glm-fleet/sglang/glm-b.env"
+    assert "GLM-glm-b 18081" in second
+    assert "ExecStop=/usr/bin/docker stop --time 60 glm-b" in second
+    # everything else is the same line: one deployment, two replicas
+    differ = {"glm-a": "glm-b", "0,1,2,3": "4,5,6,7", "18080": "18081"}
+    for old, new in differ.items():
+        first = first.replace(old, new)
+    assert first == second
 
 
 def test_api_key_goes_to_a_mounted_config_file_not_the_command_line() -> None:

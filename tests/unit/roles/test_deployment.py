@@ -76,9 +76,13 @@ def test_a_new_deployment_in_one_place_reaches_every_role() -> None:
 
     expected = {"model_path": "team/GLM-Next", "revision": NEW_REVISION, "served_model_name": "team/glm-next",
                 "tp_size": "8", "ep_size": "8", "context_length": "131072"}  # fmt: skip
+    env = jinja2.Environment()  # noqa: S701 - not HTML
+    rendered = {k: env.from_string(v).render(**server) for k, v in private["__sglang_server_expected"].items()}
+    assert rendered == expected
     for tasks_file in ("health.yml", "report.yml"):
-        args = task_args("sglang_server", tasks_file, "glm.fleet.sglang_health", server)
-        assert args["expected"] == expected, tasks_file
+        variables = server | {"__sglang_server_expected": "E"}
+        args = task_args("sglang_server", tasks_file, "glm.fleet.sglang_health", variables)
+        assert args["expected"] == "E", tasks_file  # every server of the node is held to the same expectations
         assert args["served_model_name"] == "team/glm-next"
 
     image = role_vars("sglang_image", **INVENTORY)

@@ -17,15 +17,15 @@ from types import SimpleNamespace
 import hub_standin
 import huggingface_hub
 import pytest
-from conftest import REPO
 from huggingface_hub.utils._xet_progress_reporting import XetDownloadProgressReporter
 
-from ansible_collections.glm.fleet.plugins.action.hf_snapshot import batches
 from ansible_collections.glm.fleet.plugins.module_utils import _hf_hub as hub_client
 from ansible_collections.glm.fleet.plugins.module_utils import _hf_local as local
 from ansible_collections.glm.fleet.plugins.module_utils import _hf_mirror as mirror
 from ansible_collections.glm.fleet.plugins.module_utils import _hf_model as model
 from ansible_collections.glm.fleet.plugins.module_utils import _progress as fmt
+
+REPO = Path(__file__).resolve().parents[4]  # the collection (plugin tests also run under ansible-test units)
 
 REV = hub_standin.REVISION
 REPO_ID = hub_standin.REPO_ID
@@ -228,12 +228,6 @@ def test_child_env_carries_the_token_and_endpoint_not_the_callers_hf_settings(mo
 def test_progress_line_has_bytes_rate_and_eta() -> None:
     line = fmt.progress_line(1024**3, 4 * 1024**3, 100 * 1024**2)
     assert line == "1.0 GiB / 4.0 GiB (25%), 100.0 MiB/s, ETA 31s"
-
-
-def test_batches_group_small_files_and_keep_big_ones_alone() -> None:
-    gib = 1024**3
-    items = [{"size": 10}, {"size": 20}, {"size": 5 * gib}, {"size": 5 * gib}, {"size": 1}]
-    assert [len(b) for b in batches(items)] == [3, 1, 1]
 
 
 # --- the mirror source against the Hub stand-in's file server ------------------------------------

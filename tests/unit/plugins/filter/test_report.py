@@ -60,15 +60,46 @@ def test_drift_is_reported() -> None:
 def test_table_and_markdown_have_a_row_per_node_and_a_total() -> None:
     rows = fleet_report({"gpu-1": ready(), "gpu-2": {}})
     table = fleet_report_table(rows)
-    assert table[0].split()[:2] == ["node", "ready"]
+    assert table[0].split()[:4] == ["node", "server", "port", "ready"]
     assert table[1].startswith("gpu-1")
     assert " yes " in table[1]
     assert "eb9eb208eb0d" in table[1]
     assert table[2].startswith("gpu-2")
     assert " NO " in table[2]
     assert "unreachable" in table[2]
-    assert table[-1] == "1/2 nodes ready"
+    assert table[-1] == "1/2 servers ready on 2 nodes"
     md = fleet_report_markdown(rows)
-    assert "| gpu-1 | yes |" in md
+    assert "| gpu-1 | - | - | yes |" in md
     assert md.count("\n| gpu-") == 2
-    assert "1/2 nodes ready." in md
+    assert "1/2 servers ready on 2 nodes." in md
+
+
+def looped(*instances: tuple[str, int, dict]) -> dict:
+    """What a task that loops glm.fleet.sglang_health over a node's servers registers."""
+    return {
+        "changed": False,
+        "msg": "All items completed",
+        "results": [
+            result | {"__sglang_server_instance": {"name": name, "gpus": [0, 1, 2, 3], "port": port}}
+            for name, port, result in instances
+        ],
+    }
+
+
+def test_a_node_with_two_servers_has_a_row_for_each_in_port_order() -> None:
+    down = {"ready": False, "failed_check": "tcp", "checks": {"tcp": {"detail": "connection refused"}}, "drift": []}
+    rows = fleet_report(
+        {
+            "gpu-2": looped(("glm-b", 18081, down), ("glm-a", 18080, ready())),
+            "gpu-1": looped(("glm", 18080, ready())),
+            "gpu-3": {"unreachable": True, "msg": "ssh: timeout"},
+        }
+    )
+    assert [(r["node"], r["server"], r["port"], r["ready"], r["failed_check"]) for r in rows] == [
+        ("gpu-1", "glm", 18080, True, None),
+        ("gpu-2", "glm-a", 18080, True, None),
+        ("gpu-2", "glm-b", 18081, False, "tcp"),
+        ("gpu-3", None, None, False, "unreachable"),
+    ]
+    assert rows[2]["detail"] == "connection refused"
+    assert fleet_report_table(rows)[-1] == "2/4 servers ready on 3 nodes"

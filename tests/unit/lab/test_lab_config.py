@@ -6,13 +6,14 @@ from pathlib import Path
 
 import lab
 import pytest
+from glm_lab import image
 
 
 def test_image_tag_follows_the_recipe(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     (tmp_path / "image").mkdir()
     (tmp_path / "image" / "packages.txt").write_text("# comment\nsystemd\npython3\n")
     (tmp_path / "image" / "customize.sh").write_text("echo one\n")
-    monkeypatch.setattr(lab, "HERE", tmp_path)
+    monkeypatch.setattr(image, "HERE", tmp_path)
     first = lab.image_tag()
     assert lab.packages() == ["systemd", "python3"]
     (tmp_path / "image" / "customize.sh").write_text("echo two\n")
@@ -46,8 +47,8 @@ def test_mirror_comes_from_the_deb822_sources(monkeypatch: pytest.MonkeyPatch, t
         "Types: deb\nURIs: http://mirror.test/debian\nSuites: bookworm\n\n"
         "Types: deb\nURIs: http://mirror.test/debian-security\nSuites: bookworm-security\n"
     )
-    real_path = lab.Path
-    monkeypatch.setattr(lab, "Path", lambda p: real_path(str(p).replace("/etc/apt", str(apt))))
+    real_path = image.Path
+    monkeypatch.setattr(image, "Path", lambda p: real_path(str(p).replace("/etc/apt", str(apt))))
     assert lab.debian_mirror() == "http://mirror.test/debian"
 
 

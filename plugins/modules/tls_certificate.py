@@ -1,0 +1,179 @@
+#!/usr/bin/python
+# Copyright: glm.fleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: tls_certificate
+short_description: A site CA kept in one directory, and a server certificate it signs
+version_added: 0.1.0
+description:
+  - Creates, once, a certificate authority in O(ca_dir) (C(ca.key), mode 0600, and C(ca.pem)), and
+    a server key and certificate signed by it for O(names) (C(<name>.key), 0600, and C(<name>.pem)).
+  - Issues the server certificate again when it is missing, signed by another CA, does not match its
+    key, names other hosts, or expires within 30 days; the CA and the keys are never replaced.
+  - "Meant for the controller (C(delegate_to: localhost)), where the CA stays; the hosts get copies."
+author:
+  - glm.fleet contributors (@glm-fleet)
+requirements:
+  - cryptography (a dependency of ansible-core)
+options:
+  ca_dir:
+    description: Directory of the CA and the certificates it signs (created 0700).
+    type: path
+    required: true
+  ca_name:
+    description: Common name of the CA, created once.
+    type: str
+    default: glm.fleet site CA
+  name:
+    description: File name of the server's key and certificate (letters, digits, C(.), C(_), C(-)).
+    type: str
+    required: true
+  names:
+    description: Host names and IP addresses of the server (the first is its common name).
+    type: list
+    elements: str
+    required: true
+  ca_days:
+    description: Validity of a new CA, in days.
+    type: int
+    default: 3650
+  days:
+    description: Validity of a new server certificate, in days.
+    type: int
+    default: 397
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+  idempotent:
+    description: A fit certificate is left as it is.
+    support: full
+"""
+
+EXAMPLES = r"""
+- name: The gateway's certificate from the site CA on the controller
+  glm.fleet.tls_certificate:
+    ca_dir: "{{ inventory_dir }}/.secrets/ca"
+    name: gateway-1
+    names: [gateway-1.example.internal, 10.0.10.5]
+  delegate_to: localhost
+  run_once: true
+"""
+
+RETURN = r"""
+ca_cert:
+  description: Path of the CA certificate (PEM).
+  type: str
+  returned: always
+cert:
+  description: Path of the server certificate (PEM).
+  type: str
+  returned: always
+key:
+  description: Path of the server key (PEM, 0600).
+  type: str
+  returned: always
+created:
+  description: What this run created or issued again, with the reason.
+  type: list
+  elements: str
+  returned: always
+"""
+
+import os
+import re
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.glm.fleet.plugins.module_utils import _tls
+
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def read(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+
+
+def write_private(path: str, data: bytes, mode: int) -> None:
+    """Written whole (a temporary file renamed over it), with its mode from the start."""
+    tmp = f"{path}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
+
+
+def plan(params: dict) -> tuple[dict[str, str], list[str]]:
+    """The files of the CA directory and what must be created; no change made."""
+    d = params["ca_dir"]
+    paths = {"ca_key": f"{d}/ca.key", "ca_cert": f"{d}/ca.pem", "key": f"{d}/{params['name']}.key",
+             "cert": f"{d}/{params['name']}.pem"}  # fmt: skip
+    todo = [f"{what}: none yet" for what in ("ca_key", "ca_cert", "key") if read(paths[what]) is None]
+    if not todo:
+        problem = _tls.cert_problem(
+            read(paths["cert"]), read(paths["ca_cert"]) or b"", read(paths["key"]) or b"", params["names"]
+        )
+        if problem:
+            todo.append(f"cert: {problem}")
+    elif "cert: none yet" not in todo:
+        todo.append("cert: issued with the new files")
+    return paths, todo
+
+
+def apply(params: dict, paths: dict[str, str]) -> None:
+    os.makedirs(params["ca_dir"], mode=0o700, exist_ok=True)
+    os.chmod(params["ca_dir"], 0o700)
+    if read(paths["ca_key"]) is None:
+        write_private(paths["ca_key"], _tls.new_key_pem(), 0o600)
+    ca_key = read(paths["ca_key"]) or b""
+    if read(paths["ca_cert"]) is None:
+        write_private(paths["ca_cert"], _tls.new_ca_pem(ca_key, params["ca_name"], params["ca_days"]), 0o644)
+    if read(paths["key"]) is None:
+        write_private(paths["key"], _tls.new_key_pem(), 0o600)
+    ca_pem, key_pem = read(paths["ca_cert"]) or b"", read(paths["key"]) or b""
+    if _tls.cert_problem(read(paths["cert"]), ca_pem, key_pem, params["names"]):
+        cert = _tls.new_server_cert_pem(ca_key, ca_pem, key_pem, params["names"], params["days"])
+        write_private(paths["cert"], cert, 0o644)
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "ca_dir": {"type": "path", "required": True},
+            "ca_name": {"type": "str", "default": "glm.fleet site CA"},
+            "name": {"type": "str", "required": True},
+            "names": {"type": "list", "elements": "str", "required": True},
+            "ca_days": {"type": "int", "default": 3650},
+            "days": {"type": "int", "default": 397},
+        },
+        supports_check_mode=True,
+    )
+    if not _tls.HAS_CRYPTOGRAPHY:
+        module.fail_json(msg=missing_required_lib("cryptography"))
+    params = module.params
+    if not NAME_RE.fullmatch(params["name"]):
+        module.fail_json(msg=f"name must be letters, digits, ., _ and -; got: {params['name']!r}")
+    if not params["names"]:
+        module.fail_json(msg="names must list the server's host names or addresses")
+    paths, todo = plan(params)
+    if todo and not module.check_mode:
+        apply(params, paths)
+    module.exit_json(changed=bool(todo), created=todo, ca_cert=paths["ca_cert"], cert=paths["cert"], key=paths["key"])
+
+
+if __name__ == "__main__":
+    main()
