@@ -87,8 +87,9 @@ molecule: engine ## every molecule scenario (systemd containers from the lab ima
 # In fleet order: the lab itself, refusals on fresh nodes, site.yml from scratch, then what runs on it.
 INTEGRATION_TESTS := test_lab test_refusals test_site test_server test_gateway test_artifacts test_faults test_claude_code
 
-# The integration tests run on the fleet shape of a real site: 4 GPU nodes, a site cache, a laptop.
-integration: GLM_LAB_GPU_NODES = 4
+# The integration tests run on the shape of a real site: 3 GPU nodes (gpu-2 an 8-GPU board with two
+# servers), a site cache that is also the gateway, a laptop.
+integration: GLM_LAB_GPU_NODES = 3
 integration: lab-up ## the lab-level tests, driven by ansible-runner
 	pytest $(foreach t,$(INTEGRATION_TESTS),tests/integration/$(t).py)
 
@@ -105,8 +106,9 @@ ee: build ## the execution environment's build context (build/ee/context), for A
 clean: lab-down
 	rm -rf build .ansible tests/output
 
-bench: venv engine ## benchmark table on a fresh 4-GPU-node lab (fleet figures, then ready-detection lag)
+bench: venv engine ## benchmark tables on a fresh 4-GPU-node lab (fleet, gateway, ready-detection lag)
 	$(BIN)/python bench/fleet.py --gpu-nodes 4 --shard-mib 256
+	$(BIN)/python bench/gateway.py
 	$(BIN)/python bench/ready_lag.py --rounds 5
 
 docs: venv ## regenerate docs/variables.md from the roles' argument specs

@@ -101,22 +101,39 @@ def cell(value: Any) -> str:
     return text[:12] if len(text) == 40 and all(c in "0123456789abcdef" for c in text) else text  # short commit
 
 
-def fleet_report_table(rows: list[dict[str, Any]]) -> list[str]:
+def gateway_lines(gateway: dict[str, Any] | None) -> list[str]:
+    """The gateway's part: its front door and the router's view of each worker."""
+    if not gateway:
+        return []
+    door = gateway.get("front_door") or {}
+    workers = gateway.get("workers") or {}
+    healthy = sum(1 for ok in workers.values() if ok)
+    state = "OK" if str(door.get("ok")).lower() == "true" else "FAILED"
+    lines = [
+        f"gateway {gateway.get('gateway')}: front door {state} (a streamed message, HTTP {door.get('status')}); "
+        f"router sees {healthy}/{len(workers)} servers healthy"
+    ]
+    return lines + [f"  {url}: {'healthy' if ok else 'NOT healthy'}" for url, ok in sorted(workers.items())]
+
+
+def fleet_report_table(rows: list[dict[str, Any]], gateway: dict[str, Any] | None = None) -> list[str]:
     """Fixed-width lines, for the play's output."""
     table = [[title for _name, title in COLUMNS]] + [[cell(r.get(name)) for name, _title in COLUMNS] for r in rows]
     widths = [max(len(line[i]) for line in table) for i in range(len(COLUMNS))]
     lines = ["  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip() for line in table]
     ready = sum(1 for r in rows if r["ready"])
-    return [*lines, f"{ready}/{len(rows)} servers ready on {len({r['node'] for r in rows})} nodes"]
+    summary = f"{ready}/{len(rows)} servers ready on {len({r['node'] for r in rows})} nodes"
+    return [*lines, summary, *gateway_lines(gateway)]
 
 
-def fleet_report_markdown(rows: list[dict[str, Any]]) -> str:
+def fleet_report_markdown(rows: list[dict[str, Any]], gateway: dict[str, Any] | None = None) -> str:
     head = "| " + " | ".join(title for _name, title in COLUMNS) + " |"
     rule = "|" + "|".join(" --- " for _column in COLUMNS) + "|"
     body = ["| " + " | ".join(cell(r.get(name)).replace("|", "\\|") for name, _t in COLUMNS) + " |" for r in rows]
     ready = sum(1 for r in rows if r["ready"])
     summary = f"{ready}/{len(rows)} servers ready on {len({r['node'] for r in rows})} nodes."
-    return "\n".join(["# Fleet health", "", summary, "", head, rule, *body]) + "\n"
+    door = ["", "## Gateway", "", *(f"- {line.strip()}" for line in gateway_lines(gateway))] if gateway else []
+    return "\n".join(["# Fleet health", "", summary, "", head, rule, *body, *door]) + "\n"
 
 
 class FilterModule:

@@ -5,15 +5,22 @@ to all but the gateway: test_server.py)."""
 from __future__ import annotations
 
 import json
+import ssl
 import subprocess
+import threading
+import time
+from collections.abc import Iterator
 from typing import Any
 
+import anthropic
 import pytest
 from conftest import REPO, Runner, lab, run_log
 
 PLAYBOOK = REPO / "playbooks" / "gateway.yml"
 SECRETS = lab.INVENTORY.parent / ".secrets"
 LAPTOP, GATEWAY = f"{lab.PREFIX}-laptop-1", f"{lab.PREFIX}-cache-1"
+PACE_FILE = "/tmp/glm-standin-seconds-per-token"  # noqa: S108 - the stand-in's switch, inside its container
+CONCURRENCY = 8
 BODY = json.dumps({"model": "zai-org/GLM-5.3-Flash", "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]})
 
 
@@ -134,3 +141,116 @@ def test_bad_input_is_refused_before_any_change(
         )
         == site
     )
+
+
+def router_workers() -> dict[str, bool]:
+    """The router's own view: each worker URL and whether it counts it healthy (SMG's /workers, on
+    the gateway's loopback, with the servers' key given on stdin)."""
+    script = 'read -r key; curl -s --max-time 5 -H "Authorization: Bearer $key" http://127.0.0.1:30000/workers'
+    body = in_node(GATEWAY, "bash", "-c", script, stdin=(lab.STATE_DIR / "api_key").read_text().strip() + "\n")
+    return {w["url"]: bool(w["is_healthy"]) for w in json.loads(body)["workers"]}
+
+
+def server_containers(nodes: list[str]) -> list[tuple[str, str]]:
+    return [
+        (node, name)
+        for node in nodes
+        for name in in_node(node, "docker", "ps", "--format", "{{.Names}}").split()
+        if name.startswith("pareto-glm53-flash")
+    ]
+
+
+@pytest.fixture
+def slow_generation(gateway: dict[str, Any]) -> Iterator[list[tuple[str, str]]]:
+    """Every server streams at 0.1 s per token (a stream lasts about 2.5 s), so requests are in flight."""
+    nodes = [n["container"] for n in gateway["nodes"] if n["group"] == "gpu_nodes"]
+    servers = server_containers(nodes)
+    for node, name in servers:
+        in_node(node, "docker", "exec", name, "sh", "-c", f"echo 0.1 > {PACE_FILE}")
+    yield servers
+    for node, name in server_containers(nodes):
+        in_node(node, "docker", "exec", name, "rm", "-f", PACE_FILE)
+
+
+def test_a_stopped_server_fails_only_its_requests_in_flight_and_rejoins_when_back(
+    gateway: dict[str, Any], slow_generation: list[tuple[str, str]]
+) -> None:
+    ca = SECRETS / "ca" / "ca.pem"
+    client = anthropic.Anthropic(
+        base_url=f"https://{lab.SITE_CACHE_ADDRESS}", auth_token=developer_key("laptop-1"), api_key=None,
+        max_retries=0, http_client=anthropic.DefaultHttpxClient(verify=ssl.create_default_context(cafile=str(ca))),
+    )  # fmt: skip
+    victim = next(n for n in gateway["nodes"] if n["name"] == "gpu-1")
+    victim_url = f"http://{victim['address']}:18080"
+    results: list[tuple[float, float, bool]] = []
+    done = threading.Event()
+
+    def stream(i: int) -> None:
+        while not done.is_set():
+            start = time.monotonic()
+            try:
+                with client.messages.stream(
+                    model="zai-org/GLM-5.3-Flash", max_tokens=64,
+                    messages=[{"role": "user", "content": f"client {i} at {start}"}],
+                ) as events:  # fmt: skip
+                    ok = "Hello from GLM-5.3-Flash" in events.get_final_text()
+            except (anthropic.APIError, OSError):
+                ok = False
+            results.append((start, time.monotonic(), ok))
+
+    since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(time.time() - 1))
+    clients = [threading.Thread(target=stream, args=(i,)) for i in range(CONCURRENCY)]
+    for thread in clients:
+        thread.start()
+    try:
+        time.sleep(4)
+        stopped_at = time.monotonic()
+        in_node(victim["container"], "systemctl", "stop", "pareto-glm53-flash.service")
+        time.sleep(10)
+    finally:
+        done.set()
+        for thread in clients:
+            thread.join(timeout=60)
+        in_node(victim["container"], "systemctl", "start", "pareto-glm53-flash.service")
+    journal = in_node(victim["container"], "journalctl", "-u", "pareto-glm53-flash", "-o", "cat", f"--since={since}")
+    served = sum(1 for line in journal.splitlines() if '"path": "/v1/messages"' in line and '"max_tokens": 64' in line)
+    assert served > 0, "the stopped server had no share of the load: nothing failed over"
+    before = [r for r in results if r[0] < stopped_at]
+    in_flight_failed = [r for r in before if not r[2] and r[1] >= stopped_at]
+    after = [r for r in results if r[0] >= stopped_at]
+    print(  # the figures, for the closing report
+        f"failover: {len(results)} streamed requests over {CONCURRENCY} clients, {served} of them on gpu-1 "
+        f"before it stopped; stopped gpu-1's server with "
+        f"{sum(1 for r in before if r[1] >= stopped_at)} in flight, {len(in_flight_failed)} of them failed; "
+        f"{len(after)} started after the stop, {sum(1 for r in after if not r[2])} failed"
+    )
+    assert all(ok for _start, _end, ok in after), "a request started after the stop failed"
+    assert len(after) >= CONCURRENCY
+    assert all(ok for _start, end, ok in before if end < stopped_at)
+    assert len(in_flight_failed) <= CONCURRENCY
+    # Out of rotation while down; back on its own once healthy (no run of the playbook).
+    deadline = time.monotonic() + 90
+    while not router_workers().get(victim_url):
+        assert time.monotonic() < deadline, f"{victim_url} did not rejoin: {router_workers()}"
+        time.sleep(1)
+    assert all(router_workers().values())
+
+
+def test_no_key_in_the_gateways_process_list_logs_or_world_readable_files(gateway: dict[str, Any]) -> None:
+    keys = {"servers' key": (lab.STATE_DIR / "api_key").read_text().strip(), "developer key": developer_key("laptop-1")}
+    places = {
+        "processes": in_node(GATEWAY, "ps", "-eo", "args"),
+        "journal": in_node(GATEWAY, "journalctl", "--no-pager", "-u", "glm-gateway", "-u", "nginx"),
+        "nginx logs": in_node(GATEWAY, "sh", "-c", "cat /var/log/nginx/*.log"),
+        # every file of the gateway's that others may read
+        "readable files": in_node(
+            GATEWAY, "sh", "-c", "find /etc/glm-fleet /etc/nginx /etc/systemd/system -type f -perm -o=r -exec cat {} +"
+        ),
+    }  # fmt: skip
+    assert "smg::router" in places["processes"]  # the router runs, under its own title
+    for where, text in places.items():
+        for name, key in keys.items():
+            assert key not in text, f"the {name} is in the gateway's {where}"
+    holders = "/etc/glm-fleet/gateway/router.json /etc/glm-fleet/gateway/nginx/developer-keys.map"
+    modes = in_node(GATEWAY, "sh", "-c", f"stat -c '%a %U' {holders} /etc/glm-fleet/gateway/nginx/upstream-auth.conf")
+    assert modes.split("\n") == ["600 glm-gateway", "600 root", "600 root"]

@@ -69,6 +69,11 @@ def test_site_converges_once_per_site_then_changes_nothing(
         assert row["served_model"] == "zai-org/GLM-5.3-Flash"
         assert row["ttft_ms"] is not None
         assert row["drift"] == ""
+    # The gateway's view: every server healthy as the router sees it, and a message streamed through
+    # the front door over HTTPS with a developer's key.
+    assert report["gateway"]["front_door"] == {"ok": True, "status": 200}
+    assert len(report["gateway"]["workers"]) == len(servers)
+    assert all(report["gateway"]["workers"].values()), report["gateway"]
     markdown = (report_dir / "fleet-health.md").read_text()
     assert f"{len(servers)}/{len(servers)} servers ready on {len(gpu_nodes)} nodes." in markdown
     assert "servers ready on" in run_log(first)  # the table is in the run's output too

@@ -431,3 +431,16 @@ def test_fewer_gpus_than_the_tensor_parallel_size_do_not_start(
     out = proc.communicate(timeout=30)[0]
     assert proc.returncode != 0
     assert error in out
+
+
+def test_model_info_has_sglangs_fields_under_both_routes(server: str) -> None:
+    """What a router (SMG) reads from each worker at start: sglang 0.5.23's model_info() keys."""
+    fields = {"model_path", "served_model_name", "tokenizer_path", "is_generation", "preferred_sampling_params",
+              "weight_version", "load_format", "reasoning_parser", "tool_call_parser", "disaggregation_mode",
+              "has_image_understanding", "has_audio_understanding", "model_type", "architectures"}  # fmt: skip
+    for path in ("/model_info", "/get_model_info"):
+        status, body = call(server, path)
+        assert status == 200
+        info = json.loads(body)
+        assert set(info) == fields
+        assert info["served_model_name"] == MODEL

@@ -16,7 +16,7 @@ import yaml
 from conftest import FIXTURES, REPO
 
 ROLES = ["preflight", "nvidia_container_toolkit", "site_cache", "sglang_image", "model_weights", "sglang_server",
-         "claude_code"]  # fmt: skip
+         "gateway", "claude_code"]  # fmt: skip
 LISTED = re.compile(r"^\s+glm\.fleet\.(\w+) : (.+?)\tTAGS: \[(.*)\]$")
 
 

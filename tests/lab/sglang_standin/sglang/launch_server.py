@@ -14,8 +14,8 @@ exercised against what they meet in production:
   While "loading" (GLM_STANDIN_LOAD_SECONDS, default 3) /health answers 503;
 - endpoints: /health, /health_generate, /v1/models, /v1/chat/completions and /v1/completions
   (JSON or SSE chunks), /v1/messages (Anthropic JSON or SSE events, text or tool_use blocks),
-  /v1/messages/count_tokens, /generate, /get_server_info and /server_info, /metrics (with
-  --enable-metrics);
+  /v1/messages/count_tokens, /generate, /get_server_info and /server_info, /get_model_info and
+  /model_info, /metrics (with --enable-metrics);
 - limits: every generation request is counted with the snapshot's tokenizer and refused, with
   SGLang's message and envelope, when its input reaches the context length or input plus
   max_tokens exceeds it (unless --allow-auto-truncate); at most --max-running-requests generate at
@@ -23,7 +23,8 @@ exercised against what they meet in production:
 - API keys: with --api-key, `Authorization: Bearer <key>` on every path but /health*, /ready* and
   /metrics*, else 401 {"error": "Unauthorized"}; with --admin-api-key, the admin routes (/flush_cache
   here) take only that key;
-- generation: a fixed answer, at GLM_STANDIN_SECONDS_PER_TOKEN (default 0) per output token. A
+- generation: a fixed answer, at GLM_STANDIN_SECONDS_PER_TOKEN (default 0; a file
+  /tmp/glm-standin-seconds-per-token overrides it while it exists) per output token. A
   user message holding `[glm-lab tool NAME {JSON input}]` is answered with that tool call (a
   `tool_use` block, its input streamed as `input_json_delta`), the way a model asks a client to run
   a tool;
@@ -62,6 +63,7 @@ ANSWER = "Hello from GLM-5.3-Flash, served by the glm.fleet lab stand-in."
 TOOL_DONE = "Done: the tool ran and its result came back to the glm.fleet lab stand-in."
 TOOL_MARKER = re.compile(r"\[glm-lab tool (\w+) (\{.*?\})\]", re.DOTALL)
 FAULT_FILE = Path("/tmp/glm-standin-fault")  # noqa: S108 - a switch inside the container
+PACE_FILE = Path("/tmp/glm-standin-seconds-per-token")  # noqa: S108 - the same, for the generation speed
 
 
 def parser() -> argparse.ArgumentParser:
@@ -166,8 +168,12 @@ class State:
             self.slots.release()
 
     def pace(self) -> None:
-        if self.seconds_per_token:
-            time.sleep(self.seconds_per_token)
+        seconds = self.seconds_per_token
+        if PACE_FILE.exists():
+            with contextlib.suppress(OSError, ValueError):
+                seconds = float(PACE_FILE.read_text().strip())
+        if seconds:
+            time.sleep(seconds)
 
 
 def reply(messages: list[Any]) -> tuple[str, dict[str, Any] | None]:
@@ -308,6 +314,16 @@ class Handler(BaseHTTPRequestHandler):
             self.send_json(200, {"object": "list", "data": [model]})
         elif path == "/flush_cache":
             self.flush_cache()
+        elif path in ("/get_model_info", "/model_info"):
+            # sglang 0.5.23 entrypoints/http_server.py model_info(): what a router reads at start
+            self.send_json(200, {
+                "model_path": args.model_path, "served_model_name": args.served_model_name,
+                "tokenizer_path": args.model_path, "is_generation": True, "preferred_sampling_params": None,
+                "weight_version": "default", "load_format": "auto", "reasoning_parser": args.reasoning_parser,
+                "tool_call_parser": args.tool_call_parser, "disaggregation_mode": "null",
+                "has_image_understanding": False, "has_audio_understanding": False,
+                "model_type": "glm_moe_dsa", "architectures": ["GlmMoeDsaForCausalLM"],
+            })  # fmt: skip
         elif path in ("/get_server_info", "/server_info"):
             info = {k: v for k, v in vars(args).items() if k not in ("api_key", "admin_api_key", "config")}
             with self.state.lock:

@@ -103,3 +103,21 @@ def test_a_node_with_two_servers_has_a_row_for_each_in_port_order() -> None:
     ]
     assert rows[2]["detail"] == "connection refused"
     assert fleet_report_table(rows)[-1] == "2/4 servers ready on 3 nodes"
+
+
+def test_the_gateway_part_shows_the_front_door_and_the_routers_view() -> None:
+    gateway = {
+        "gateway": "cache-1",
+        "workers": {"http://10.0.0.11:18080": True, "http://10.0.0.12:18080": False},
+        "front_door": {"ok": True, "status": 200},
+    }
+    rows = fleet_report({"gpu-1": ready()})
+    table = fleet_report_table(rows, gateway)
+    assert table[-3] == "gateway cache-1: front door OK (a streamed message, HTTP 200); router sees 1/2 servers healthy"
+    assert table[-1] == "  http://10.0.0.12:18080: NOT healthy"
+    md = fleet_report_markdown(rows, gateway)
+    assert "## Gateway" in md
+    assert "- http://10.0.0.11:18080: healthy" in md
+    down = gateway | {"front_door": {"ok": False, "status": 401}}
+    assert "front door FAILED (a streamed message, HTTP 401)" in fleet_report_table(rows, down)[-3]
+    assert "## Gateway" not in fleet_report_markdown(rows)
