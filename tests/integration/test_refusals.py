@@ -148,7 +148,7 @@ def test_toolkit_refuses_a_rhel_family_system(runner: Runner) -> None:
     ("extravars", "expected"),
     [
         (
-            {"claude_code_allow_insecure_http": False},
+            {"claude_code_fleet_base_url": "http://172.30.253.11:18080", "claude_code_allow_insecure_http": False},
             "claude_code_fleet_base_url=http://172.30.253.11:18080 must be an https URL",
         ),
         ({"claude_code_fleet_auth_token": ""}, "claude_code_fleet_auth_token must not be empty (empty)"),
