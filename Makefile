@@ -19,7 +19,7 @@ DOCKER_PACKAGE := $(if $(shell command -v dockerd),,docker.io)
 SANITY_ROOT := build/sanity/ansible_collections/glm/fleet
 MOLECULE_SCENARIOS := $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
 
-.PHONY: help deps venv engine lab lab-up lab-down lab-status site test check lint collection-copy sanity unit molecule integration build clean bench client-lock docs ee
+.PHONY: help deps venv engine lab lab-up lab-down lab-status site test check lint collection-copy sanity unit molecule integration build clean bench client-lock docs dashboards ee
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -85,11 +85,12 @@ molecule: engine ## every molecule scenario (systemd containers from the lab ima
 	for s in $(MOLECULE_SCENARIOS); do molecule test -s $$s || exit 1; done
 
 # In fleet order: the lab itself, refusals on fresh nodes, site.yml from scratch, then what runs on it.
-INTEGRATION_TESTS := test_lab test_refusals test_site test_server test_gateway test_artifacts test_faults test_claude_code
+INTEGRATION_TESTS := test_lab test_refusals test_site test_server test_gateway test_monitoring test_artifacts test_faults test_claude_code
 
-# The integration tests run on the shape of a real site: 3 GPU nodes (gpu-2 an 8-GPU board with two
-# servers), a site cache that is also the gateway, a laptop.
-integration: GLM_LAB_GPU_NODES = 3
+# The integration tests run on the shape of a real site: 2 GPU nodes (gpu-1 a 4-GPU board, gpu-2 an
+# 8-GPU board with two servers: 3 servers behind the gateway), a site cache that is also the
+# gateway, a laptop.
+integration: GLM_LAB_GPU_NODES = 2
 integration: lab-up ## the lab-level tests, driven by ansible-runner
 	pytest $(foreach t,$(INTEGRATION_TESTS),tests/integration/$(t).py)
 
@@ -113,6 +114,9 @@ bench: venv engine ## benchmark tables on a fresh 4-GPU-node lab (fleet, gateway
 
 docs: venv ## regenerate docs/variables.md from the roles' argument specs
 	$(BIN)/python tools/variables_doc.py
+
+dashboards: venv ## rebuild glm.fleet.monitoring's Grafana dashboard (grafana-foundation-sdk)
+	$(BIN)/python tools/dashboards.py
 
 client-lock: venv ## recompile the hash-pinned requirements of the download client and the router
 	$(BIN)/pip install -q uv==0.13.9

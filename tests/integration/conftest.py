@@ -118,6 +118,12 @@ def runner(tmp_path: Path, lab_state: dict[str, Any]) -> Runner:
     return Runner(tmp_path)
 
 
+def site_stage(tmp: Path, tags: str) -> None:
+    """Run site.yml's stages `tags` on the lab (a module's fixture: the stage it tests, converged)."""
+    run = Runner(tmp).playbook(REPO / "site.yml", tags=tags)
+    assert run.status == "successful", run_log(run)
+
+
 def host_results(run: ansible_runner.Runner, task: str | None = None) -> dict[str, dict[str, Any]]:
     """The last result per host (for one task name, when given) from the runner's events."""
     results: dict[str, dict[str, Any]] = {}

@@ -4,6 +4,7 @@ to all but the gateway: test_server.py)."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import ssl
 import subprocess
@@ -14,7 +15,11 @@ from typing import Any
 
 import anthropic
 import pytest
-from conftest import REPO, Runner, lab, run_log
+from conftest import REPO, Runner, lab, run_log, site_stage
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 PLAYBOOK = REPO / "playbooks" / "gateway.yml"
 SECRETS = lab.INVENTORY.parent / ".secrets"
@@ -48,8 +53,7 @@ def developer_key(name: str) -> str:
 
 @pytest.fixture(scope="module")
 def gateway(lab_state: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    run = Runner(tmp_path_factory.mktemp("gateway")).playbook(REPO / "site.yml", tags="server,gateway")
-    assert run.status == "successful", run_log(run)
+    site_stage(tmp_path_factory.mktemp("gateway"), "server,gateway")
     return lab_state
 
 
@@ -96,6 +100,26 @@ def test_removing_a_developer_revokes_the_key_without_restarting_anything(
     assert started() == before, "a GPU node's server or the router restarted for a key change"
 
 
+def self_signed(key: ec.EllipticCurvePrivateKey) -> str:
+    """A certificate for `key` (its own CA), as a site would give one."""
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "cache-1")])
+    start = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number()).not_valid_before(start)
+        .not_valid_after(start + datetime.timedelta(days=30)).sign(key, hashes.SHA256())
+    )  # fmt: skip
+    return cert.public_bytes(serialization.Encoding.PEM).decode()
+
+
+def key_pem(key: ec.EllipticCurvePrivateKey) -> str:
+    encoding, private = serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8
+    return key.private_bytes(encoding, private, serialization.NoEncryption()).decode()
+
+
+SITE_KEY, OTHER_KEY = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+
+
 @pytest.mark.parametrize(
     ("extravars", "expected"),
     [
@@ -114,11 +138,37 @@ def test_removing_a_developer_revokes_the_key_without_restarting_anything(
         ),
         ({"gateway_tls_cert": "-----BEGIN CERTIFICATE-----"}, "gateway_tls_cert and gateway_tls_key go together"),
         (
+            {
+                "gateway_tls_cert": self_signed(SITE_KEY),
+                "gateway_tls_key": key_pem(OTHER_KEY),
+                "gateway_tls_ca_cert": self_signed(SITE_KEY),
+            },
+            "gateway_tls_cert and gateway_tls_key: the certificate does not match the key",
+        ),
+        (
             {"gateway_policy": "fastest"},
             'gateway_policy must be one of cache_aware, round_robin, random, power_of_two; got: "fastest"',
         ),
+        (
+            {"gateway_workers": ["http://gpu-1:18080/v1\nX"]},
+            'gateway_workers must be http://address:port URLs; got: ["http',
+        ),
+        (
+            {"gateway_developers": ["a"], "gateway_developer_keys": {"a": "k" * 40 + "\n"}},
+            'must be 32-128 characters of letters, digits, _ and - (values not shown); wrong for: ["a"]',
+        ),
     ],
-    ids=["no-workers", "duplicate-developer", "shared-key", "unknown-developer", "cert-without-key", "policy"],
+    ids=[
+        "no-workers",
+        "duplicate-developer",
+        "shared-key",
+        "unknown-developer",
+        "cert-without-key",
+        "mismatched-pair",
+        "policy",
+        "worker-newline",
+        "key-newline",
+    ],
 )
 def test_bad_input_is_refused_before_any_change(
     runner: Runner, gateway: dict[str, Any], extravars: dict[str, Any], expected: str
@@ -132,6 +182,8 @@ def test_bad_input_is_refused_before_any_change(
     failures = [e["event_data"]["res"].get("msg", "") for e in run.events if e.get("event") == "runner_on_failed"]
     assert len(failures) == 1, run_log(run)
     assert expected in failures[0], failures[0]
+    assert "k" * 40 not in failures[0]
+    assert "BEGIN" not in failures[0]  # no certificate or key quoted
     assert (
         in_node(
             GATEWAY,

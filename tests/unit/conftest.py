@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import ast
 import re
 import sys
 from pathlib import Path
@@ -27,6 +28,14 @@ def lab_tokenizer() -> Path:
 SINGLE = re.compile(r"\{\{ *([A-Za-z_][A-Za-z0-9_]*) *\}\}")
 
 
+def native(rendered: str) -> Any:
+    """A rendered list or mapping keeps its type, as Ansible's native templating gives it."""
+    try:
+        return ast.literal_eval(rendered) if rendered.strip()[:1] in ("[", "{") else rendered
+    except (ValueError, SyntaxError):
+        return rendered
+
+
 def role_vars(role: str, **inventory: object) -> dict[str, Any]:
     """The variables a role sees, as Ansible gives them: its dependency glm.fleet.deployment's
     defaults, then its own, then what an inventory sets (`inventory`); each default that is a
@@ -40,6 +49,7 @@ def role_vars(role: str, **inventory: object) -> dict[str, Any]:
     ):
         values.update(yaml.safe_load(path.read_text()) or {})
     values.update(inventory)
+    context = {"groups": {"all": []}, "hostvars": {}, **values}  # a one-host play's magic variables
 
     def resolve(value: Any) -> Any:
         if isinstance(value, list):
@@ -52,7 +62,7 @@ def role_vars(role: str, **inventory: object) -> dict[str, Any]:
         if lone and lone.group(1) in values:
             return resolve(values[lone.group(1)])
         try:
-            return env.from_string(value).render(**values)
+            return native(env.from_string(value).render(**context))
         except jinja2.UndefinedError:
             return value  # refers to something only a play defines (facts, other hosts)
 

@@ -20,9 +20,12 @@ Services on the lab network's gateway (172.30.253.1), started by `services` and 
 - :5001, a second docker-registry that needs a login (htpasswd), a team's private registry, with a
   16 MB image; the nodes reach it through :5002, a 2 MB/s link (tests/lab/slowlink.py);
 - :8090, the Hugging Face Hub stand-in (tests/lab/hub_standin.py) with the gated model repository,
-  a per-lab token, byte counters and fault injection.
+  a per-lab token, byte counters and fault injection;
+- :18099, the SGLang stand-in itself (one GPU, the lab's API key, metrics on), for the molecule
+  scenarios that route to or scrape a server without a GPU node (gateway, monitoring).
 
-Nodes: gpu-N (172.30.253.10+N), the site cache cache-1 (172.30.253.50) and laptop-1 (.100).
+Nodes: gpu-N (172.30.253.10+N), the site cache cache-1 (172.30.253.50; also the fleet's gateway and
+its monitoring) and laptop-1 (.100).
 
 GPU nodes also get the lab's stand-in NVIDIA driver tools: an `nvidia-smi` that reports a 4x B200
 half HGX system (gpu-2: a full 8x B200 board, which runs two servers) and a fabric manager unit, so

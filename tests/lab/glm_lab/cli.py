@@ -67,15 +67,17 @@ def down() -> None:
     stop_pid(paths["pid"])
     stop_pid(STATE_DIR / "www.pid")
     stop_pid(STATE_DIR / "hub.pid")
+    stop_pid(STATE_DIR / "worker.pid")
     stop_pid(STATE_DIR / "private-registry" / "registry.pid")
     stop_pid(STATE_DIR / "private-registry" / "slowlink.pid")
     shutil.rmtree(STATE_DIR / "private-registry", ignore_errors=True)
     shutil.rmtree(paths["base"], ignore_errors=True)
     shutil.rmtree(WWW, ignore_errors=True)
+    shutil.rmtree(STATE_DIR / "worker-hf", ignore_errors=True)
     INVENTORY.unlink(missing_ok=True)
     shutil.rmtree(INVENTORY.parent / ".secrets", ignore_errors=True)  # the lab's site CA and developer keys
     SERVICES_VARS.unlink(missing_ok=True)
-    for name in ("state.json", "services.json", "known_hosts", "www.log", "nvidia-smi"):
+    for name in ("state.json", "services.json", "known_hosts", "www.log", "worker.log", "worker.yaml", "nvidia-smi"):
         (STATE_DIR / name).unlink(missing_ok=True)
     log("down: lab containers, volumes, network, registry and http server removed")
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import aptrepo
 import oci
 import standin_deps
+from huggingface_hub import snapshot_download  # the controller venv's download client
 
 from glm_lab.config import (
     CLIENT_REQUIREMENTS,
@@ -29,7 +30,9 @@ from glm_lab.config import (
     PRIVATE_USER,
     REGISTRY_LINE,
     REGISTRY_PORT,
+    REVISION,
     ROUTER_REQUIREMENTS,
+    SERVED_MODEL,
     SERVICES_VARS,
     SGLANG_REPO,
     SGLANG_TAG,
@@ -39,6 +42,7 @@ from glm_lab.config import (
     STANDIN_CACHE,
     STATE_DIR,
     SUBNET,
+    WORKER_PORT,
     WWW,
     LabError,
 )
@@ -158,6 +162,34 @@ def start_hub(gateway: str) -> str:
     return url
 
 
+def start_worker(gateway: str, hub: str) -> str:
+    """An SGLang stand-in on the gateway (one fake GPU, the lab's API key, metrics on), for the
+    scenarios that route to or scrape a server without a GPU node of their own. Its Hugging Face
+    cache is downloaded from the Hub stand-in with huggingface_hub, as a node's would be."""
+    home = STATE_DIR / "worker-hf"
+    snapshot_download(
+        SERVED_MODEL, revision=REVISION, cache_dir=home / "hub", endpoint=hub,
+        token=(STATE_DIR / "hf_token").read_text().strip(),
+    )  # fmt: skip
+    config = STATE_DIR / "worker.yaml"
+    config.touch(mode=0o600)
+    config.write_text(f"api_key: {(STATE_DIR / 'api_key').read_text().strip()}\n")
+    argv = [
+        sys.executable, "-m", "sglang.launch_server", "--config", str(config), "--model-path", SERVED_MODEL,
+        "--revision", REVISION, "--host", gateway, "--port", str(WORKER_PORT), "--context-length", "100000",
+        "--max-running-requests", "64", "--enable-metrics",
+    ]  # fmt: skip
+    env = {
+        **os.environ, "PYTHONPATH": str(HERE / "sglang_standin"), "HF_HOME": str(home), "HF_HUB_OFFLINE": "1",
+        "NVIDIA_VISIBLE_DEVICES": "0", "GLM_STANDIN_LOAD_SECONDS": "0",
+    }  # fmt: skip
+    pidfile, logfile = STATE_DIR / "worker.pid", STATE_DIR / "worker.log"
+    proc = start_daemon("SGLang stand-in", argv, pidfile, logfile, (gateway, WORKER_PORT), env=env)
+    url = f"http://{gateway}:{WORKER_PORT}"
+    wait_http(f"{url}/health", "the SGLang stand-in on the gateway", logfile, proc)
+    return url
+
+
 def hub_call(path: str, body: dict | None = None) -> dict:
     """The Hub stand-in's lab endpoints: GET /_lab/stats, POST /_lab/reset and /_lab/fault."""
     data = json.dumps(body).encode() if body is not None else None
@@ -235,7 +267,10 @@ def services() -> dict[str, str]:
     www = start_www(gateway)
     fetch_wheels()
     hub = start_hub(gateway)
+    write_services_vars_keys()
+    worker = start_worker(gateway, hub)
     endpoints = {
+        "worker": worker,
         "registry": registry,
         "www": www,
         "hub": hub,
@@ -248,13 +283,17 @@ def services() -> dict[str, str]:
     return endpoints
 
 
-def write_services_vars(endpoints: dict[str, str]) -> None:
-    """Group vars for the lab: the images it pushed (by digest) and its API key (kept across runs)."""
-    key_file, admin_file = STATE_DIR / "api_key", STATE_DIR / "admin_api_key"
-    for path in (key_file, admin_file):
+def write_services_vars_keys() -> None:
+    """The lab's API keys (kept across runs)."""
+    for path in (STATE_DIR / "api_key", STATE_DIR / "admin_api_key"):
         if not path.exists():
             path.touch(mode=0o600)
             path.write_text(secrets.token_hex(24))
+
+
+def write_services_vars(endpoints: dict[str, str]) -> None:
+    """Group vars for the lab: the images it pushed (by digest) and its API key."""
+    key_file, admin_file = STATE_DIR / "api_key", STATE_DIR / "admin_api_key"
     SERVICES_VARS.touch(mode=0o600)
     SERVICES_VARS.write_text(
         "---\n# Written by tests/lab/lab.py: images the lab pushed to its registry mirror, and its API key.\n"
@@ -263,6 +302,7 @@ def write_services_vars(endpoints: dict[str, str]) -> None:
         f'glm_lab_api_key: "{key_file.read_text().strip()}"\n'
         f'glm_lab_admin_api_key: "{admin_file.read_text().strip()}"\n'
         f'glm_lab_hf_token: "{(STATE_DIR / "hf_token").read_text().strip()}"\n'
+        f'glm_lab_worker: "{endpoints["worker"]}"\n'
         f'glm_lab_private_image: "{endpoints["private_image"]}"\n'
         f'glm_lab_registry_user: "{PRIVATE_USER}"\n'
         f'glm_lab_registry_password: "{(STATE_DIR / "registry_password").read_text().strip()}"\n'

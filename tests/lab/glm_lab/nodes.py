@@ -94,9 +94,10 @@ def write_inventory(nodes: list[Node], key: Path, known_hosts: Path) -> None:
     groups: dict[str, dict[str, dict[str, str]]] = {}
     for node in nodes:
         groups.setdefault(node.group, {})[node.name] = {"ansible_host": node.address}
-    # The site cache's host also runs the fleet's gateway, as a small site would.
+    # The site cache's host also runs the fleet's gateway and its monitoring, as a small site would.
     if "site_cache" in groups:
         groups["gateway"] = {name: {} for name in groups["site_cache"]}
+        groups["monitoring"] = {name: {} for name in groups["site_cache"]}
     content = {
         "all": {
             "vars": {

@@ -80,7 +80,13 @@ def port_taken(host: str, port: int) -> bool:
 
 
 def start_daemon(
-    name: str, argv: list[str], pidfile: Path, logfile: Path, address: tuple[str, int]
+    name: str,
+    argv: list[str],
+    pidfile: Path,
+    logfile: Path,
+    address: tuple[str, int],
+    *,
+    env: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
     stop_pid(pidfile)
     if port_taken(*address):
@@ -90,7 +96,7 @@ def start_daemon(
         )
     pidfile.parent.mkdir(parents=True, exist_ok=True)
     logf = logfile.open("ab")
-    proc = subprocess.Popen(argv, stdout=logf, stderr=logf, start_new_session=True)
+    proc = subprocess.Popen(argv, stdout=logf, stderr=logf, start_new_session=True, env=env)
     pidfile.write_text(str(proc.pid))
     log(f"started {name} (pid {proc.pid})")
     return proc

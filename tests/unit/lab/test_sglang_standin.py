@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -32,6 +33,7 @@ from anthropic.types.shared import ErrorResponse
 from conftest import REPO
 from openai.types import Completion
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from prometheus_client.parser import text_string_to_metric_families
 from pydantic import TypeAdapter
 from tokenizers import Tokenizer
 
@@ -444,3 +446,75 @@ def test_model_info_has_sglangs_fields_under_both_routes(server: str) -> None:
         info = json.loads(body)
         assert set(info) == fields
         assert info["served_model_name"] == MODEL
+
+
+# --- Metrics -------------------------------------------------------------------------------------
+
+
+def scrape(url: str) -> dict[str, Any]:
+    """The stand-in's /metrics as Prometheus' own parser reads it: family name -> family."""
+    status, text = call(url, "/metrics", token=None)
+    assert status == 200
+    return {f.name: f for f in text_string_to_metric_families(text)}
+
+
+def sample(families: dict[str, Any], name: str, **labels: str) -> float:
+    samples = [s for family in families.values() for s in family.samples]
+    values = [s.value for s in samples if s.name == name and labels.items() <= s.labels.items()]
+    assert len(values) == 1, (name, labels, values)
+    return values[0]
+
+
+def test_metrics_are_sglangs_names_labels_types_and_buckets(server: str) -> None:
+    """Each family the stand-in exports is one SGLang 0.5.23 defines, with its type, labels and default
+    buckets (read from the pinned wheel's metrics_collector.py)."""
+    source = standin_deps.sglang_source(
+        REPO / ".lab" / "cache" / "standin", "sglang/srt/observability/metrics_collector.py"
+    ).read_text()
+    found = re.findall(r'(Gauge|Counter|Histogram)\(\s*name="sglang:(\w+)"', source)
+    defined = {name: kind.lower() for kind, name in found}
+    call(server, "/v1/messages", {"model": MODEL, "max_tokens": 64, "stream": True, "messages": user("hi")})
+    families = scrape(server)
+    assert families, "no metrics"
+    for name, family in families.items():
+        bare = name.removeprefix("sglang:")
+        kind = defined.get(bare) or defined.get(bare + "_total")
+        assert kind == family.type, (name, family.type, kind)
+    scheduler = {"model_name", "engine_type", "tp_rank", "pp_rank", "moe_ep_rank"}
+    assert set(families["sglang:num_running_reqs"].samples[0].labels) == scheduler
+    assert set(families["sglang:prompt_tokens"].samples[0].labels) == {"model_name", "engine_type"}
+    ttft = families["sglang:time_to_first_token_seconds"].samples
+    assert {s.labels["is_streaming"] for s in ttft} <= {"true", "false"}
+    bounds = [float(s.labels["le"]) for s in ttft if s.name.endswith("_bucket") and s.labels["is_streaming"] == "true"]
+    wheel = re.search(r"bucket_time_to_first_token = \[([^\]]*)\]", source)
+    assert wheel, "the wheel's TTFT buckets moved"
+    assert bounds[:-1] == [float(b) for b in wheel.group(1).replace(",", " ").split()]
+
+
+def test_metrics_follow_the_load(server: str) -> None:
+    """Counters grow by what the server answered (the usage it reported), the TTFT histogram by one
+    per request, and generation throughput is above zero right after generating."""
+    before = scrape(server)
+    body = {"model": MODEL, "max_tokens": 64, "stream": True, "messages": user("hello there")}
+    status, text = call(server, "/v1/messages", body)
+    assert status == 200
+    events = [json.loads(data) for _name, data in sse_events(text)]
+    prompt = next(e for e in events if e["type"] == "message_start")["message"]["usage"]["input_tokens"]
+    output = next(e for e in events if e["type"] == "message_delta")["usage"]["output_tokens"]
+    after = scrape(server)
+
+    def grew(name: str, **labels: str) -> float:
+        return sample(after, name, **labels) - sample(before, name, **labels)
+
+    assert grew("sglang:prompt_tokens_total") == prompt
+    assert grew("sglang:generation_tokens_total") == output
+    assert grew("sglang:num_requests_total", is_streaming="true") == 1
+    assert grew("sglang:time_to_first_token_seconds_count", is_streaming="true") == 1
+    assert grew("sglang:e2e_request_latency_seconds_count") == 1
+    assert grew("sglang:inter_token_latency_seconds_count") >= 1
+    # 0.02 s per streamed piece: the first piece came at least one pace after the start
+    assert grew("sglang:time_to_first_token_seconds_sum", is_streaming="true") >= 0.02
+    assert sample(after, "sglang:gen_throughput") > 0
+    assert sample(after, "sglang:num_running_reqs") == 0
+    assert sample(after, "sglang:token_usage") == 0
+    assert sample(after, "sglang:context_len") == CONTEXT

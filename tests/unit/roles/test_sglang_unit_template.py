@@ -64,7 +64,8 @@ def exec_start(unit: str) -> list[str]:
 
 
 def test_the_recipe_line_is_one_variable_away() -> None:
-    """The defaults differ from the recipe only in the context length (200000 for Claude Code)."""
+    """The defaults differ from the recipe only in the context length (200000 for Claude Code) and
+    the metrics the fleet's Prometheus scrapes (--enable-metrics)."""
     assert "--context-length 200000" in render()
     argv = exec_start(render(sglang_server_context_length=16384))
     recipe = shlex.split(RECIPE)
@@ -85,6 +86,7 @@ def test_the_recipe_line_is_one_variable_away() -> None:
     position = ours.index("--entrypoint")
     assert ours[position - len(added) : position] == added
     del ours[position - len(added) : position]
+    ours.remove("--enable-metrics")
     assert ours == theirs
 
 

@@ -56,6 +56,7 @@ from typing import Any
 
 import yaml
 
+from sglang import _metrics as metrics
 from sglang import _protocol as protocol
 
 VERSION = "0.0.0+glm-fleet-lab-standin"
@@ -138,21 +139,23 @@ class State:
         self.tokenizer = tokenizer
         self.context_len = context_len
         self.ready = False
-        self.prompt_tokens = 0
-        self.generation_tokens = 0
         self.running = 0
         self.queued = 0
         self.lock = threading.Lock()
         self.slots = threading.BoundedSemaphore(args.max_running_requests or 1 << 30)
         self.seconds_per_token = float(os.environ.get("GLM_STANDIN_SECONDS_PER_TOKEN", "0"))
+        kv_tokens = int(os.environ.get("GLM_STANDIN_MAX_TOTAL_TOKENS", str(4 * context_len)))
+        self.metrics = metrics.Metrics(args.served_model_name, context_len, kv_tokens)
+        self.current = threading.local()  # the request this handler thread is generating for
 
     def count(self, prompt: int, generated: int) -> None:
-        with self.lock:
-            self.prompt_tokens += prompt
-            self.generation_tokens += generated
+        """The running request's prompt and answer sizes (its prompt now occupies KV cache)."""
+        request = getattr(self.current, "request", None)
+        if request is not None:
+            request.tokens(prompt, generated)
 
     @contextlib.contextmanager
-    def slot(self) -> Iterator[None]:
+    def slot(self, streaming: bool = False) -> Iterator[None]:
         """--max-running-requests: a request past the limit waits in the queue for a slot."""
         with self.lock:
             self.queued += 1
@@ -160,9 +163,14 @@ class State:
         with self.lock:
             self.queued -= 1
             self.running += 1
+        self.current.request = self.metrics.request(streaming)
+        aborted = True
         try:
             yield
+            aborted = False
         finally:
+            self.current.request.finish(aborted)
+            self.current.request = None
             with self.lock:
                 self.running -= 1
             self.slots.release()
@@ -174,6 +182,9 @@ class State:
                 seconds = float(PACE_FILE.read_text().strip())
         if seconds:
             time.sleep(seconds)
+        request = getattr(self.current, "request", None)
+        if request is not None:
+            request.tick()
 
 
 def reply(messages: list[Any]) -> tuple[str, dict[str, Any] | None]:
@@ -300,7 +311,6 @@ class Handler(BaseHTTPRequestHandler):
             if not self.state.ready:
                 self.send_empty(503)
             elif self.generating():
-                self.state.count(1, 1)
                 self.send_empty(200)
         elif path == "/v1/models":
             model = {
@@ -330,15 +340,9 @@ class Handler(BaseHTTPRequestHandler):
                 load = {"num_running_reqs": self.state.running, "num_queue_reqs": self.state.queued}
             self.send_json(200, {**info, "version": VERSION, "internal_states": [load]})
         elif path == "/metrics" and args.enable_metrics:
-            name = args.served_model_name
             with self.state.lock:
                 running, queued = self.state.running, self.state.queued
-            text = (
-                f'sglang:num_running_reqs{{model_name="{name}"}} {running}.0\n'
-                f'sglang:num_queue_reqs{{model_name="{name}"}} {queued}.0\n'
-                f'sglang:prompt_tokens_total{{model_name="{name}"}} {self.state.prompt_tokens}.0\n'
-                f'sglang:generation_tokens_total{{model_name="{name}"}} {self.state.generation_tokens}.0\n'
-            ).encode()
+            text = self.state.metrics.render(running, queued).encode()
             self.send_response(200)
             self.send_header("Content-Type", "text/plain; version=0.0.4")
             self.send_header("Content-Length", str(len(text)))
@@ -420,7 +424,7 @@ class Handler(BaseHTTPRequestHandler):
             return
         if not self.generating():
             return
-        with self.state.slot():
+        with self.state.slot(stream):
             self.messages_answer(request, model, prompt, stream, extra)
 
     def messages_answer(self, request: dict[str, Any], model: str, prompt: int, stream: bool, extra: dict) -> None:
@@ -486,7 +490,7 @@ class Handler(BaseHTTPRequestHandler):
         max_new = request.get("max_completion_tokens") or request.get("max_tokens")
         if self.openai_refused(request.get("model"), prompt, max_new) or not self.generating():
             return
-        with self.state.slot():
+        with self.state.slot(bool(request.get("stream"))):
             self.chat_answer(request, model, prompt)
 
     def chat_answer(self, request: dict[str, Any], model: str, prompt: int) -> None:

@@ -1,0 +1,133 @@
+"""What a person checks by hand on the fleet's gateway: the units, HTTPS with the site CA, each
+developer's key opening the serving routes only, and the servers' key never leaving the gateway."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[3]
+SECRETS = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "inventory" / ".secrets"
+SERVED = "zai-org/GLM-5.3-Flash"
+WORKER_LOG = REPO / ".lab" / "worker.log"
+
+
+def developer_key(name: str) -> str:
+    return (SECRETS / "developer-keys" / f"{name}.key").read_text().strip()
+
+
+def curl(
+    host,  # noqa: ANN001 - testinfra host
+    path: str,
+    key: str | None = None,
+    body: dict | None = None,
+    header: str = "Authorization",
+) -> tuple[str, str]:
+    """Status and body of an HTTPS request to the gateway, verified against the site CA."""
+    parts = ["curl -s --cacert /etc/glm-fleet/gateway/tls/ca.pem -w '\\n%{http_code}'"]
+    if key is not None:
+        value = f"Bearer {key}" if header == "Authorization" else key
+        parts.append(f"-H '{header}: {value}'")
+    if body is not None:
+        parts.append(f"-H 'content-type: application/json' -d '{json.dumps(body)}'")
+    parts.append(f"https://glm-molecule-node{path}")
+    out = host.run(" ".join(parts) + " --resolve glm-molecule-node:443:127.0.0.1").stdout
+    text, _newline, status = out.rpartition("\n")
+    return status, text
+
+
+def worker_requests() -> list[dict]:
+    """The SGLang stand-in's request lines (one JSON object each, the bearer token as its sha256)."""
+    lines = WORKER_LOG.read_text(errors="replace").splitlines()
+    return [json.loads(line) for line in lines if line.startswith("{") and '"path"' in line]
+
+
+def test_router_and_nginx_run_and_start_at_boot(host) -> None:  # noqa: ANN001
+    for unit in ("glm-gateway", "nginx"):
+        service = host.service(unit)
+        assert service.is_running, host.run(f"journalctl -u {unit} --no-pager -n 40").stdout
+        assert service.is_enabled
+    router = [p.args for p in host.process.filter(user="glm-gateway")]
+    assert router == ["smg::router"], router  # SMG names its process; it runs as the role's user only
+
+
+def test_router_listens_on_loopback_and_nginx_on_https(host) -> None:  # noqa: ANN001
+    assert host.socket("tcp://127.0.0.1:30000").is_listening
+    assert not host.socket("tcp://0.0.0.0:30000").is_listening
+    assert host.socket("tcp://0.0.0.0:443").is_listening
+    assert host.socket("tcp://0.0.0.0:29000").is_listening  # the router's Prometheus metrics
+    metrics = host.check_output("curl -s http://127.0.0.1:29000/metrics")
+    assert "smg_" in metrics, metrics[:500]
+
+
+def test_the_certificate_is_the_site_cas_and_names_the_host(host) -> None:  # noqa: ANN001
+    ca = (SECRETS / "ca" / "ca.pem").read_text()
+    assert host.file("/etc/glm-fleet/gateway/tls/ca.pem").content_string == ca
+    subject = host.check_output("openssl x509 -in /etc/glm-fleet/gateway/tls/gateway.pem -noout -ext subjectAltName")
+    assert "DNS:glm-molecule-node" in subject
+    verify = host.run("openssl verify -CAfile /etc/glm-fleet/gateway/tls/ca.pem /etc/glm-fleet/gateway/tls/gateway.pem")
+    assert verify.rc == 0, verify.stderr
+    tls_key = host.file("/etc/glm-fleet/gateway/tls/gateway.key")
+    assert (tls_key.user, tls_key.mode) == ("root", 0o600)
+    assert oct((SECRETS / "ca" / "ca.key").stat().st_mode & 0o777) == "0o600"
+
+
+def test_each_developer_gets_an_answer_with_their_own_key(host) -> None:  # noqa: ANN001
+    for name, header in (("alice", "Authorization"), ("bob", "x-api-key")):
+        key = developer_key(name)
+        assert len(key) == 48
+        assert oct((SECRETS / "developer-keys" / f"{name}.key").stat().st_mode & 0o777) == "0o600"
+        body = {"model": SERVED, "max_tokens": 16, "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+        status, text = curl(host, "/v1/messages", key, body, header)
+        assert status == "200", text
+        assert "event: message_stop" in text
+        assert "Hello from GLM-5.3-Flash" in "".join(
+            json.loads(line[6:]).get("delta", {}).get("text", "")
+            for line in text.splitlines()
+            if line.startswith("data: ")
+        )
+    log = host.check_output("cat /var/log/nginx/glm-fleet-gateway.log")
+    assert "developer=alice" in log
+    assert "developer=bob" in log
+
+
+def test_the_servers_see_the_servers_key_not_the_developers(host) -> None:  # noqa: ANN001
+    server_key = (REPO / ".lab" / "api_key").read_text().strip()
+    status, _body = curl(host, "/v1/models", developer_key("alice"))
+    assert status == "200"
+    seen = {r.get("token_sha256") for r in worker_requests() if r.get("path") == "/v1/models"}
+    assert hashlib.sha256(server_key.encode()).hexdigest() in seen
+    assert hashlib.sha256(developer_key("alice").encode()).hexdigest() not in seen
+
+
+def test_random_and_missing_keys_get_401_and_admin_routes_404(host) -> None:  # noqa: ANN001
+    assert curl(host, "/v1/models")[0] == "401"
+    assert curl(host, "/v1/models", "x" * 48)[0] == "401"
+    assert curl(host, "/v1/models", (REPO / ".lab" / "api_key").read_text().strip())[0] == "401"
+    for admin in ("/flush_cache", "/get_server_info", "/workers", "/generate", "/metrics"):
+        status, text = curl(host, admin, developer_key("alice"))
+        assert status == "404", (admin, text)
+
+
+def test_no_key_in_argv_logs_or_readable_files(host) -> None:  # noqa: ANN001
+    server_key = (REPO / ".lab" / "api_key").read_text().strip()
+    secrets = [server_key, developer_key("alice"), developer_key("bob")]
+    argv = host.check_output("ps -eo args")
+    journal = host.check_output("journalctl --no-pager -u glm-gateway -u nginx")
+    nginx_logs = host.check_output("cat /var/log/nginx/*.log")
+    for secret in secrets:
+        assert secret not in argv
+        assert secret not in journal
+        assert secret not in nginx_logs
+    router_config = host.file("/etc/glm-fleet/gateway/router.json")  # read by the router's own user
+    assert (router_config.user, router_config.mode) == ("glm-gateway", 0o600)
+    for path in (
+        "/etc/glm-fleet/gateway/nginx/developer-keys.map",
+        "/etc/glm-fleet/gateway/nginx/upstream-auth.conf",
+    ):
+        f = host.file(path)
+        assert (f.user, f.mode) == ("root", 0o600), path
+    assert server_key in host.file("/etc/glm-fleet/gateway/nginx/upstream-auth.conf").content_string
+    assert server_key not in host.file("/etc/nginx/sites-available/glm-fleet-gateway.conf").content_string

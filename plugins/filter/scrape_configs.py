@@ -1,0 +1,147 @@
+# Copyright: glm.fleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Prometheus scrape configurations for the fleet, from what its hosts published."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ansible.errors import AnsibleFilterError
+
+DOCUMENTATION = r"""
+---
+name: scrape_configs
+short_description: Prometheus scrape configurations for the fleet's servers, gateway and hosts
+version_added: 0.1.0
+description:
+  - Turns what the fleet's hosts published in this run into Prometheus C(scrape_configs), one job per
+    kind, every target labelled with its inventory host (C(node)).
+  - C(glm-sglang) scrapes each SGLang server's C(/metrics) (open without the API key);
+    C(glm-health-generate) probes each server's C(/health_generate) through the blackbox exporter
+    (a real generation, no key needed); C(glm-gateway) the router's metrics; C(glm-node) node
+    exporter; C(glm-dcgm) NVIDIA's DCGM exporter; then the site's own jobs.
+  - Raises an error naming the job and the value for a URL that is not C(http://host:port), a job
+    name that is not letters, digits, C(_) and C(-) or is used twice, a group the inventory does not
+    have, a port outside 1-65535 or a path that is not absolute.
+author:
+  - glm.fleet contributors (@glm-fleet)
+options:
+  _input:
+    description:
+      - Targets by kind, each a mapping of inventory host to a list of C(http://address:port) URLs
+        (keys C(sglang), C(gateway), C(node), C(dcgm)).
+    type: dict
+    required: true
+  jobs:
+    description: The site's own jobs (C(monitoring_scrape_jobs)), each C(name), C(group), C(port) and C(path).
+    type: list
+    elements: dict
+    default: []
+  groups:
+    description: The inventory's C(groups), where each job's group is looked up.
+    type: dict
+  hostvars:
+    description: The inventory's C(hostvars), for each host's C(ansible_host).
+    type: dict
+  blackbox:
+    description: The blackbox exporter's C(address:port), which probes C(/health_generate).
+    type: str
+    required: true
+"""
+
+EXAMPLES = r"""
+- name: Write Prometheus' configuration
+  ansible.builtin.copy:
+    content: "{{ {'scrape_configs': targets | glm.fleet.scrape_configs(blackbox='127.0.0.1:9115')} | to_nice_yaml }}"
+    dest: /etc/prometheus/prometheus.yml
+    mode: "0644"
+"""
+
+RETURN = r"""
+_value:
+  description: The C(scrape_configs) list, jobs in a fixed order, targets sorted.
+  type: list
+  elements: dict
+"""
+
+KINDS = (("sglang", "glm-sglang", "/metrics"), ("gateway", "glm-gateway", "/metrics"),
+         ("node", "glm-node", "/metrics"), ("dcgm", "glm-dcgm", "/metrics"))  # fmt: skip
+JOB_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,62}")
+PATH = re.compile(r"/[A-Za-z0-9._~/-]*")
+HOST_PORT = re.compile(r"[A-Za-z0-9.-]+:[0-9]{1,5}|\[[0-9A-Fa-f:]+\]:[0-9]{1,5}")
+TARGET_URL = re.compile(rf"http://({HOST_PORT.pattern})/?")
+
+
+def _address(job: str, url: str) -> str:
+    """host:port of http://host:port[/], matched on the whole text (urlsplit drops line breaks)."""
+    found = TARGET_URL.fullmatch(str(url))
+    if not found:
+        raise AnsibleFilterError(f"{job}: a target must be an http://host:port URL; got: {url!r}")
+    return found.group(1)
+
+
+def _static(job: str, by_host: dict) -> list[dict]:
+    """One static config per inventory host, its targets sorted, labelled with the host."""
+    groups = []
+    for host in sorted(by_host):
+        urls = by_host[host] or []
+        if isinstance(urls, str):
+            urls = [urls]
+        targets = sorted({_address(job, u) for u in urls})
+        if targets:
+            groups.append({"targets": targets, "labels": {"node": str(host)}})
+    return groups
+
+
+def scrape_configs(
+    targets: dict, blackbox: str, jobs: list | None = None, groups: dict | None = None, hostvars: Any = None
+) -> list[dict]:
+    if not isinstance(targets, dict):
+        raise AnsibleFilterError(f"scrape_configs expects a mapping of targets; got: {type(targets).__name__}")
+    if not HOST_PORT.fullmatch(str(blackbox)):
+        raise AnsibleFilterError(f"scrape_configs: blackbox must be address:port; got: {blackbox!r}")
+    configs = []
+    for kind, job, path in KINDS:
+        static = _static(job, targets.get(kind) or {})
+        if static:
+            configs.append({"job_name": job, "metrics_path": path, "static_configs": static})
+    servers = _static("glm-health-generate", targets.get("sglang") or {})
+    if servers:
+        configs.append({
+            "job_name": "glm-health-generate", "metrics_path": "/probe", "params": {"module": ["glm_health_generate"]},
+            "static_configs": servers,
+            "relabel_configs": [
+                {"source_labels": ["__address__"], "target_label": "__param_target",
+                 "replacement": "http://$1/health_generate"},
+                {"source_labels": ["__address__"], "target_label": "instance"},
+                {"target_label": "__address__", "replacement": str(blackbox)},
+            ],
+        })  # fmt: skip
+    names = {c["job_name"] for c in configs}
+    for index, job in enumerate(jobs or []):
+        name = str(job.get("name", "")) if isinstance(job, dict) else ""
+        where = f"monitoring_scrape_jobs[{index}] ({name or 'no name'})"
+        if not isinstance(job, dict) or not JOB_NAME.fullmatch(name):
+            raise AnsibleFilterError(f"{where}: name must be letters, digits, _ and - ; got: {job!r}")
+        if name in names:
+            raise AnsibleFilterError(f"{where}: the job name is used twice (glm-* names are the fleet's own)")
+        group, port, path = job.get("group"), job.get("port"), str(job.get("path", "/metrics"))
+        if group not in (groups or {}):
+            raise AnsibleFilterError(f"{where}.group: {group!r} is not a group of the inventory")
+        if not str(port).isdigit() or not 1 <= int(port) <= 65535:
+            raise AnsibleFilterError(f"{where}.port must be a port 1-65535; got: {port!r}")
+        if not PATH.fullmatch(path):
+            raise AnsibleFilterError(f"{where}.path must be an absolute URL path; got: {path!r}")
+        names.add(name)
+        hosts = groups[group]
+        by_host = {h: [f"http://{(hostvars or {}).get(h, {}).get('ansible_host', h)}:{int(port)}"] for h in hosts}
+        static = _static(where, by_host)
+        if static:
+            configs.append({"job_name": name, "metrics_path": path, "static_configs": static})
+    return configs
+
+
+class FilterModule:
+    def filters(self) -> dict:
+        return {"scrape_configs": scrape_configs}

@@ -1,0 +1,137 @@
+"""The fleet's Prometheus on the lab (cache-1, from the distribution): every target up, the servers'
+throughput moving under load through the gateway, and an alert that fires when a server stops and
+resolves when it is back."""
+
+from __future__ import annotations
+
+import json
+import ssl
+import sys
+import time
+import urllib.parse
+from typing import Any
+
+import anthropic
+import pytest
+from conftest import REPO, lab, site_stage
+from test_gateway import developer_key, in_node
+
+MONITORING = f"{lab.PREFIX}-cache-1"
+SECRETS = lab.INVENTORY.parent / ".secrets"
+
+
+def prometheus(path: str, **params: str) -> Any:
+    """Prometheus' HTTP API on the monitoring host's loopback (where it listens)."""
+    url = f"http://127.0.0.1:9090{path}?{urllib.parse.urlencode(params)}"
+    body = json.loads(in_node(MONITORING, "curl", "-s", "--max-time", "10", url))
+    assert body["status"] == "success", body
+    return body["data"]
+
+
+def value(expr: str) -> float:
+    result = prometheus("/api/v1/query", query=expr)["result"]
+    return float(result[0]["value"][1]) if result else float("nan")
+
+
+def wait_for(what: str, check: Any, timeout: float = 60) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        found = check()
+        if found or time.monotonic() > deadline:
+            assert found, f"{what}: not within {timeout} s"
+            return found
+        time.sleep(1)
+
+
+@pytest.fixture(scope="module")
+def fleet(lab_state: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    site_stage(tmp_path_factory.mktemp("monitoring"), "monitoring")
+    return lab_state
+
+
+def test_every_target_of_the_fleet_is_up(fleet: dict[str, Any]) -> None:
+    servers = {f"{n['address']}:{port}" for n in fleet["nodes"] if n["group"] == "gpu_nodes"
+               for port in ((18080, 18081) if n["name"] == "gpu-2" else (18080,))}  # fmt: skip
+    hosts = {n["name"] for n in fleet["nodes"] if n["group"] in ("gpu_nodes", "site_cache")}
+    expected = {
+        "glm-sglang": servers,
+        "glm-health-generate": servers,
+        "glm-gateway": {f"{lab.SITE_CACHE_ADDRESS}:29000"},
+        "glm-node": {f"{n['address']}:9100" for n in fleet["nodes"] if n["name"] in hosts},
+        "prometheus": {"127.0.0.1:9090"},
+    }
+
+    def up() -> dict[str, set[str]]:
+        found: dict[str, set[str]] = {}
+        for target in prometheus("/api/v1/targets")["activeTargets"]:
+            if target["health"] == "up":
+                found.setdefault(target["labels"]["job"], set()).add(target["labels"]["instance"])
+        return found if found == expected else {}
+
+    wait_for(f"every target up: {expected}", up, timeout=30)
+    nodes = {r["metric"]["node"] for r in prometheus("/api/v1/query", query="up{job='glm-sglang'}")["result"]}
+    assert nodes == {n["name"] for n in fleet["nodes"] if n["group"] == "gpu_nodes"}
+
+
+def test_generated_tokens_reach_prometheus_as_the_servers_counted_them(fleet: dict[str, Any]) -> None:
+    """The fleet's generation counter in Prometheus grows by exactly the output tokens the answers
+    reported, and the servers' generation throughput gauge rises above zero."""
+    total = "sum(sglang:generation_tokens_total{job='glm-sglang'})"
+    before = value(total)
+    trust = ssl.create_default_context(cafile=str(SECRETS / "ca" / "ca.pem"))
+    client = anthropic.Anthropic(
+        base_url=f"https://{lab.SITE_CACHE_ADDRESS}", auth_token=developer_key("laptop-1"), api_key=None,
+        http_client=anthropic.DefaultHttpxClient(verify=trust),
+    )  # fmt: skip
+    output = 0
+    for i in range(12):
+        message = client.messages.create(
+            model="zai-org/GLM-5.3-Flash", max_tokens=64, messages=[{"role": "user", "content": f"count me {i}"}]
+        )
+        output += message.usage.output_tokens
+    wait_for(f"{total} to grow by {output} from {before}", lambda: value(total) - before == output, timeout=30)
+    assert value("max(max_over_time(sglang:gen_throughput{job='glm-sglang'}[1m]))") > 0
+
+
+def test_every_dashboard_query_is_valid_and_the_servers_ones_have_data(fleet: dict[str, Any]) -> None:
+    """Each panel query of the Grafana dashboard (tools/dashboards.py) is accepted by the lab's
+    Prometheus; those over the servers and the gateway return series (DCGM's need a DCGM exporter)."""
+    sys.path.insert(0, str(REPO / "tools"))
+    import dashboards  # noqa: PLC0415 - the tool, from tools/
+
+    empty = []
+    for query in dashboards.queries():
+        expr = query["expr"].replace("$node", ".*")
+        result = prometheus("/api/v1/query", query=expr)["result"]
+        if not result and "DCGM_" not in expr:
+            empty.append(query)
+    assert not empty, empty
+
+
+def firing(alert: str, **labels: str) -> list[dict]:
+    return [
+        a
+        for a in prometheus("/api/v1/alerts")["alerts"]
+        if a["labels"]["alertname"] == alert and a["state"] == "firing" and labels.items() <= a["labels"].items()
+    ]
+
+
+def test_a_stopped_server_fires_an_alert_that_resolves_when_it_is_back(fleet: dict[str, Any]) -> None:
+    victim = next(n for n in fleet["nodes"] if n["name"] == "gpu-1")
+    assert not firing("GLMServerDown")
+    stopped = time.monotonic()
+    in_node(victim["container"], "systemctl", "stop", "pareto-glm53-flash.service")
+    try:
+        alerts = wait_for("GLMServerDown for gpu-1", lambda: firing("GLMServerDown", node="gpu-1"), timeout=60)
+        fired_after = time.monotonic() - stopped
+        assert [a["labels"]["instance"] for a in alerts] == [f"{victim['address']}:18080"]
+        assert "does not answer /metrics" in alerts[0]["annotations"]["summary"]
+        assert not firing("GLMServerDown", node="gpu-2"), "a running server was reported down"
+    finally:
+        in_node(victim["container"], "systemctl", "start", "pareto-glm53-flash.service")
+    restarted = time.monotonic()
+    wait_for("GLMServerDown to resolve", lambda: not firing("GLMServerDown"), timeout=90)
+    print(  # the figures, for the closing report
+        f"monitoring: GLMServerDown fired {fired_after:.1f} s after the stop (for: 6s, scrape 2s) and "
+        f"resolved {time.monotonic() - restarted:.1f} s after the start"
+    )

@@ -1,0 +1,184 @@
+"""The stand-in's Prometheus metrics, with SGLang 0.5.23's names, labels, types and buckets
+(`sglang/srt/observability/metrics_collector.py` of the pinned wheel), driven by its real load.
+
+SGLang exports two families:
+- the scheduler's gauges (labels model_name, engine_type, tp_rank, pp_rank, moe_ep_rank; only rank 0
+  of the attention TP group reports): num_running_reqs, num_queue_reqs, gen_throughput (decode
+  tokens per second over the last log interval), token_usage (KV-cache tokens in use over
+  max_total_num_tokens), cache_hit_rate, max_total_num_tokens, context_len;
+- the tokenizer manager's counters and histograms, observed when a request finishes (labels
+  model_name, engine_type, and is_streaming where SGLang adds it): prompt_tokens_total,
+  generation_tokens_total, num_requests_total, num_aborted_requests_total,
+  time_to_first_token_seconds, inter_token_latency_seconds, e2e_request_latency_seconds.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+# SGLang 0.5.23's default buckets (metrics_collector.py, TokenizerMetricsCollector.__init__).
+TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400)
+E2E_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400, 600, 1200, 1800, 2400)
+ITL_BUCKETS = (
+    0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040, 0.060, 0.080, 0.100,
+    0.200, 0.400, 0.600, 0.800, 1.000, 2.000, 4.000, 6.000, 8.000,
+)  # fmt: skip
+THROUGHPUT_WINDOW = 10.0  # seconds of decode the gen_throughput gauge averages over
+
+
+def _labels(labels: dict[str, str]) -> str:
+    return ",".join(f'{k}="{v}"' for k, v in labels.items())
+
+
+def _num(value: float) -> str:
+    return repr(float(value))
+
+
+@dataclass
+class Histogram:
+    buckets: tuple[float, ...]
+    counts: dict[str, list[int]] = field(default_factory=dict)
+    sums: dict[str, float] = field(default_factory=dict)
+
+    def observe(self, key: str, value: float) -> None:
+        counts = self.counts.setdefault(key, [0] * (len(self.buckets) + 1))
+        counts[bisect.bisect_left(self.buckets, value)] += 1
+        self.sums[key] = self.sums.get(key, 0.0) + value
+
+    def render(self, name: str, labels: dict[str, dict[str, str]]) -> list[str]:
+        lines = []
+        for key, counts in sorted(self.counts.items()):
+            base = _labels(labels[key])
+            total = 0
+            for bound, count in zip([*self.buckets, float("inf")], counts, strict=True):
+                total += count
+                le = "+Inf" if bound == float("inf") else repr(float(bound))
+                lines.append(f'{name}_bucket{{{base},le="{le}"}} {_num(total)}')
+            lines.append(f"{name}_sum{{{base}}} {_num(self.sums[key])}")
+            lines.append(f"{name}_count{{{base}}} {_num(total)}")
+        return lines
+
+
+class Request:
+    """One generation request from the moment it holds a running slot until it finishes."""
+
+    def __init__(self, metrics: Metrics, streaming: bool) -> None:
+        self.metrics = metrics
+        self.streaming = streaming
+        self.started = time.monotonic()
+        self.last_tick: float | None = None
+        self.first_token: float | None = None
+        self.ticks = 0
+        self.prompt = 0
+        self.completion = 0
+
+    def tokens(self, prompt: int, completion: int) -> None:
+        """The request's size, known once its answer is chosen: its prompt now holds KV cache."""
+        self.prompt, self.completion = prompt, completion
+        self.metrics.kv_add(prompt)
+
+    def tick(self) -> None:
+        """One step of generation sent to the client (a token, or a streamed piece)."""
+        now = time.monotonic()
+        if self.first_token is None:
+            self.first_token = now
+        elif self.last_tick is not None:
+            self.metrics.itl.observe("", now - self.last_tick)
+        self.last_tick = now
+        self.ticks += 1
+        self.metrics.decoded(1)
+        self.metrics.kv_add(1)
+
+    def finish(self, aborted: bool = False) -> None:
+        now = time.monotonic()
+        self.metrics.finished(self, now, aborted)
+
+
+class Metrics:
+    def __init__(self, served_model_name: str, context_len: int, max_total_num_tokens: int) -> None:
+        self.lock = threading.Lock()
+        self.context_len = context_len
+        self.max_total_num_tokens = max_total_num_tokens
+        self.tokenizer_labels = {"model_name": served_model_name, "engine_type": "unified"}
+        self.scheduler_labels = {**self.tokenizer_labels, "tp_rank": "0", "pp_rank": "0", "moe_ep_rank": "0"}
+        self.prompt_tokens = 0
+        self.generation_tokens = 0
+        self.requests = {"true": 0, "false": 0}
+        self.aborted = 0
+        self.kv_tokens = 0
+        self.decode_log: deque[tuple[float, int]] = deque()
+        self.ttft = Histogram(TTFT_BUCKETS)
+        self.itl = Histogram(ITL_BUCKETS)
+        self.e2e = Histogram(E2E_BUCKETS)
+
+    def request(self, streaming: bool) -> Request:
+        return Request(self, streaming)
+
+    def kv_add(self, tokens: int) -> None:
+        with self.lock:
+            self.kv_tokens += tokens
+
+    def decoded(self, tokens: int) -> None:
+        with self.lock:
+            self.decode_log.append((time.monotonic(), tokens))
+
+    def finished(self, req: Request, now: float, aborted: bool) -> None:
+        rest = max(
+            req.completion - req.ticks, 0
+        )  # tokens sent without a tick of their own (a streamed piece holds several)
+        with self.lock:
+            if rest:
+                self.decode_log.append((now, rest))
+            self.kv_tokens -= req.prompt + req.ticks
+            if aborted:
+                self.aborted += 1
+                return
+            self.prompt_tokens += req.prompt
+            self.generation_tokens += req.completion
+            streaming = "true" if req.streaming else "false"
+            self.requests[streaming] += 1
+            self.ttft.observe(streaming, (req.first_token or now) - req.started)
+            self.e2e.observe("", now - req.started)
+
+    def gen_throughput(self, now: float) -> float:
+        while self.decode_log and self.decode_log[0][0] < now - THROUGHPUT_WINDOW:
+            self.decode_log.popleft()
+        return sum(tokens for _when, tokens in self.decode_log) / THROUGHPUT_WINDOW
+
+    def render(self, running: int, queued: int) -> str:
+        sched, tok = _labels(self.scheduler_labels), _labels(self.tokenizer_labels)
+        with self.lock:
+            gauges = {
+                "num_running_reqs": running,
+                "num_queue_reqs": queued,
+                "gen_throughput": self.gen_throughput(time.monotonic()),
+                "token_usage": round(self.kv_tokens / self.max_total_num_tokens, 2),
+                "cache_hit_rate": 0.0,
+                "max_total_num_tokens": self.max_total_num_tokens,
+                "context_len": self.context_len,
+            }
+            lines = []
+            for name, value in gauges.items():
+                lines += [f"# TYPE sglang:{name} gauge", f"sglang:{name}{{{sched}}} {_num(value)}"]
+            for name, value in (
+                ("prompt_tokens_total", self.prompt_tokens),
+                ("generation_tokens_total", self.generation_tokens),
+                ("num_aborted_requests_total", self.aborted),
+            ):
+                lines += [f"# TYPE sglang:{name} counter", f"sglang:{name}{{{tok}}} {_num(value)}"]
+            lines.append("# TYPE sglang:num_requests_total counter")
+            for streaming, count in self.requests.items():
+                lines.append(f'sglang:num_requests_total{{{tok},is_streaming="{streaming}"}} {_num(count)}')
+            streaming_labels = {s: {**self.tokenizer_labels, "is_streaming": s} for s in ("true", "false")}
+            for name, hist, labels in (
+                ("time_to_first_token_seconds", self.ttft, streaming_labels),
+                ("inter_token_latency_seconds", self.itl, {"": self.tokenizer_labels}),
+                ("e2e_request_latency_seconds", self.e2e, {"": self.tokenizer_labels}),
+            ):
+                lines.append(f"# TYPE sglang:{name} histogram")
+                lines += hist.render(f"sglang:{name}", labels)
+        return "\n".join(lines) + "\n"

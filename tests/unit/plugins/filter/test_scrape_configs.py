@@ -1,0 +1,92 @@
+"""The fleet's Prometheus jobs come from what its hosts published; bad site jobs are refused by name."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.glm.fleet.plugins.filter.scrape_configs import scrape_configs
+
+TARGETS: dict[str, Any] = {
+    "sglang": {"gpu-2": ["http://10.0.0.12:18081", "http://10.0.0.12:18080"], "gpu-1": ["http://10.0.0.11:18080"],
+               "cache-1": []},
+    "gateway": {"cache-1": "http://10.0.0.5:29000"},
+    "node": {"gpu-1": "http://10.0.0.11:9100", "cache-1": "http://10.0.0.5:9100", "laptop": []},
+}  # fmt: skip
+GROUPS = {"all": ["gpu-1", "cache-1"], "site_cache": ["cache-1"], "empty": []}
+HOSTVARS = {"cache-1": {"ansible_host": "10.0.0.5"}, "gpu-1": {}}
+
+
+def jobs(configs: list[dict]) -> dict[str, dict]:
+    return {c["job_name"]: c for c in configs}
+
+
+def test_each_published_target_is_scraped_and_labelled_with_its_host() -> None:
+    configs = jobs(scrape_configs(TARGETS, "127.0.0.1:9115"))
+    assert list(configs) == ["glm-sglang", "glm-gateway", "glm-node", "glm-health-generate"]
+    assert configs["glm-sglang"]["static_configs"] == [
+        {"targets": ["10.0.0.11:18080"], "labels": {"node": "gpu-1"}},
+        {"targets": ["10.0.0.12:18080", "10.0.0.12:18081"], "labels": {"node": "gpu-2"}},
+    ]
+    assert configs["glm-gateway"]["static_configs"] == [{"targets": ["10.0.0.5:29000"], "labels": {"node": "cache-1"}}]
+    assert [g["labels"]["node"] for g in configs["glm-node"]["static_configs"]] == ["cache-1", "gpu-1"]
+
+
+def test_health_generate_is_probed_through_the_blackbox_exporter() -> None:
+    probe = jobs(scrape_configs(TARGETS, "127.0.0.1:9115"))["glm-health-generate"]
+    assert probe["metrics_path"] == "/probe"
+    assert probe["params"] == {"module": ["glm_health_generate"]}
+    assert probe["static_configs"] == jobs(scrape_configs(TARGETS, "127.0.0.1:9115"))["glm-sglang"]["static_configs"]
+    relabel = probe["relabel_configs"]
+    assert relabel[0]["replacement"] == "http://$1/health_generate"
+    assert relabel[-1] == {"target_label": "__address__", "replacement": "127.0.0.1:9115"}
+
+
+def test_nothing_published_gives_no_jobs() -> None:
+    assert scrape_configs({}, "127.0.0.1:9115") == []
+
+
+def test_site_jobs_scrape_each_host_of_their_group_at_its_address() -> None:
+    site = [
+        {"name": "cache-http", "group": "site_cache", "port": 8080, "path": "/stats"},
+        {"name": "none", "group": "empty", "port": 1},
+    ]
+    configs = jobs(scrape_configs({}, "127.0.0.1:9115", site, GROUPS, HOSTVARS))
+    assert configs["cache-http"] == {
+        "job_name": "cache-http", "metrics_path": "/stats",
+        "static_configs": [{"targets": ["10.0.0.5:8080"], "labels": {"node": "cache-1"}}],
+    }  # fmt: skip
+    assert "none" not in configs  # a group without hosts gives no job
+
+
+@pytest.mark.parametrize(
+    ("site", "expected"),
+    [
+        ([{"name": "x", "group": "gpus", "port": 9400}], "monitoring_scrape_jobs[0] (x).group: 'gpus' is not a group"),
+        ([{"name": "x", "group": "all", "port": 70000}], "[0] (x).port must be a port 1-65535; got: 70000"),
+        ([{"name": "x", "group": "all", "port": "9x"}], "(x).port must be a port 1-65535; got: '9x'"),
+        ([{"name": "x", "group": "all", "port": 1, "path": "metrics"}], "(x).path must be an absolute URL path"),
+        ([{"name": "x y", "group": "all", "port": 1}], "monitoring_scrape_jobs[0] (x y): name must be letters"),
+        ([{"name": "glm-sglang", "group": "all", "port": 1}], "the job name is used twice"),
+        ([{"name": "a", "group": "all", "port": 1}, {"name": "a", "group": "all", "port": 2}],
+         "[1] (a): the job name is used twice"),
+        (["not-a-mapping"], "monitoring_scrape_jobs[0] (no name): name must be letters"),
+    ],
+    ids=["unknown-group", "port-range", "port-text", "relative-path", "name-space", "fleet-name", "duplicate",
+         "not-a-dict"],
+)  # fmt: skip
+def test_bad_site_jobs_are_refused_by_name(site: list, expected: str) -> None:
+    with pytest.raises(AnsibleFilterError) as e:
+        scrape_configs(TARGETS, "127.0.0.1:9115", site, GROUPS, HOSTVARS)
+    assert expected in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["https://10.0.0.11:18080", "http://10.0.0.11", "http://10.0.0.11:18080/metrics", "http://a b:1", "http://x:1\n"],
+)
+def test_a_published_url_that_is_not_http_host_port_is_refused(url: str) -> None:
+    with pytest.raises(AnsibleFilterError, match="a target must be an http://host:port URL"):
+        scrape_configs({"sglang": {"gpu-1": [url]}}, "127.0.0.1:9115")
