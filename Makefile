@@ -71,7 +71,8 @@ collection-copy: venv ## a clean copy of the collection under build/, where ansi
 
 sanity: collection-copy ## ansible-test sanity on a clean copy of the collection
 	$(BIN)/python tests/sanity_bootstrap.py
-	cd $(SANITY_ROOT) && ansible-test sanity --local --python 3.11 --color no
+	start=$$(date +%s); cd $(SANITY_ROOT) && ansible-test sanity --local --python 3.11 --color no; \
+	  echo "make: sanity took $$(( $$(date +%s) - start )) s"
 
 # Every unit test with pytest; the plugins' (tests/unit/plugins/, laid out as plugins/) also with
 # ansible-test units, as the collection's users and Ansible's tooling run them.
@@ -82,7 +83,8 @@ unit: collection-copy
 molecule: engine ## every molecule scenario (systemd containers from the lab image)
 	$(BIN)/python tests/lab/lab.py image
 	$(BIN)/python tests/lab/lab.py services
-	for s in $(MOLECULE_SCENARIOS); do molecule test -s $$s || exit 1; done
+	for s in $(MOLECULE_SCENARIOS); do start=$$(date +%s); molecule test -s $$s || exit 1; \
+	  echo "make: molecule scenario $$s took $$(( $$(date +%s) - start )) s"; done
 
 # In fleet order: the lab itself, refusals on fresh nodes, site.yml from scratch, then what runs on it.
 INTEGRATION_TESTS := test_lab test_refusals test_site test_server test_gateway test_monitoring test_artifacts test_faults test_claude_code
@@ -92,7 +94,7 @@ INTEGRATION_TESTS := test_lab test_refusals test_site test_server test_gateway t
 # gateway, a laptop.
 integration: GLM_LAB_GPU_NODES = 2
 integration: lab-up ## the lab-level tests, driven by ansible-runner
-	pytest $(foreach t,$(INTEGRATION_TESTS),tests/integration/$(t).py)
+	pytest --durations=25 $(foreach t,$(INTEGRATION_TESTS),tests/integration/$(t).py)
 
 test: deps venv check molecule integration ## every check (CI runs this)
 	$(BIN)/python tests/lab/lab.py down

@@ -249,8 +249,19 @@ class Snapshot:
         if self.p["manifest"]:
             return entries_from_manifest(self.p["manifest"], self.p["repo_id"], self.p["revision"])
         if self.p["source"] == "mirror":
+            local = self.local_manifest()
+            if local is not None:  # a node that has it needs no site cache to check its snapshot
+                return entries_from_manifest(local, self.p["repo_id"], self.p["revision"])
             url = mirror_url(self.p["endpoint"], self.p["repo_id"], self.p["revision"])
-            data = trusted_manifest(http_bytes(url, 30), self.p["manifest_sha256"], url)
+            try:
+                raw = http_bytes(url, 30)
+            except SnapshotError as err:
+                raise SnapshotError(
+                    f"{err}: the site cache's weights server does not answer and this host has no verified copy of "
+                    f"the manifest; start the site cache (site.yml --tags site_cache) or, to fetch from the Hub "
+                    f"instead, leave model_weights_mirror_url empty for this host"
+                ) from err
+            data = trusted_manifest(raw, self.p["manifest_sha256"], url)
             return entries_from_manifest(data, self.p["repo_id"], self.p["revision"])
         if not Path(self.p["python"]).exists():
             raise SnapshotError(f"python {self.p['python']} does not exist: install huggingface_hub there first")
@@ -262,6 +273,24 @@ class Snapshot:
             env=self.env(),
             timeout=300,
         )
+
+    @property
+    def manifest_file(self) -> Path:
+        return self.state_dir / f"{self.paths.repo.name}--{self.p['revision']}.manifest.json"
+
+    def local_manifest(self) -> dict | None:
+        """The manifest this host kept when its snapshot last verified, if its bytes are the ones
+        the site cache verified (the same sha256 anchor the mirror's copy must have)."""
+        try:
+            raw = self.manifest_file.read_bytes()
+        except OSError:
+            return None
+        if hashlib.sha256(raw).hexdigest() != self.p["manifest_sha256"]:
+            return None  # another revision's, or the cache verified a new one: ask the mirror
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return None
 
     def plan(self, entries: list[Entry]) -> tuple[list[dict], dict[str, dict]]:
         records = load_records(self.records_file)
@@ -433,13 +462,12 @@ def fetch_files(snap: Snapshot, p: dict, by_path: dict[str, Entry], records: dic
 
 def finalize(module: AnsibleModule, snap: Snapshot, entries: list[Entry], result: dict) -> dict:
     """Every file verified: the records and the manifest (the cache's trust anchor) written."""
-    p = module.params
     to_fetch, fresh = snap.plan(entries)
     if to_fetch:
         raise SnapshotError(f"the snapshot is incomplete or does not verify: {[f['path'] for f in to_fetch]}")
     before = load_records(snap.records_file)
     wanted_manifest = manifest_text(result["manifest"])
-    manifest_file = snap.state_dir / f"{snap.paths.repo.name}--{p['revision']}.manifest.json"
+    manifest_file = snap.manifest_file
     changed = fresh != before or not manifest_file.exists() or manifest_file.read_text() != wanted_manifest
     if changed and not module.check_mode:
         with FetchLock(snap.state_dir):

@@ -7,6 +7,7 @@ second fetch on a host is told that one runs; a full disk is named with the byte
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import json
 import subprocess
 import time
@@ -246,11 +247,19 @@ def test_image_settings_are_refused_before_any_change(runner: Runner, reference:
     assert run.stats["changed"] == {}
 
 
+@contextlib.contextmanager
+def stopped(node: str, unit: str) -> Iterator[None]:
+    node_exec(node, "systemctl", "stop", unit)
+    try:
+        yield
+    finally:
+        node_exec(node, "systemctl", "start", unit)
+
+
 @pytest.fixture
 def mirror_down() -> Iterator[None]:
-    node_exec("cache-1", "systemctl", "stop", "docker-registry")
-    yield
-    node_exec("cache-1", "systemctl", "start", "docker-registry")
+    with stopped("cache-1", "docker-registry"):
+        yield
 
 
 @pytest.mark.usefixtures("mirror_down")
@@ -310,6 +319,20 @@ def impostor(request: pytest.FixtureRequest) -> Iterator[dict[str, str]]:
         node_exec(node, "rm", "-f", "/etc/glm-fleet-traversal-victim", check=False)
 
 
+MANIFEST = f"{STATE}/models--zai-org--GLM-5.3-Flash--{REVISION}.manifest.json"
+
+
+@pytest.fixture
+def manifests_set_aside() -> Iterator[None]:
+    """The GPU nodes' own verified manifests moved away: listing the snapshot needs the mirror."""
+    for node in ("gpu-1", "gpu-2"):
+        node_exec(node, "mv", MANIFEST, MANIFEST + ".aside")
+    yield
+    for node in ("gpu-1", "gpu-2"):
+        node_exec(node, "mv", MANIFEST + ".aside", MANIFEST)
+
+
+@pytest.mark.usefixtures("manifests_set_aside")
 def test_every_node_refuses_a_forged_mirror(runner: Runner, impostor: dict[str, str]) -> None:
     before = {
         n: node_exec(n, "sha256sum", f"{HF_HUB}/snapshots/{REVISION}/config.json").stdout for n in ("gpu-1", "gpu-2")
@@ -330,6 +353,37 @@ def test_every_node_refuses_a_forged_mirror(runner: Runner, impostor: dict[str, 
         assert expected in message, (host, message)
         assert node_exec(host, "sha256sum", f"{HF_HUB}/snapshots/{REVISION}/config.json").stdout == before[host]
         assert node_exec(host, "cat", "/etc/glm-fleet-traversal-victim").stdout == "victim\n"
+
+
+@pytest.fixture
+def cache_weights_server_stopped() -> Iterator[None]:
+    with stopped("cache-1", "nginx"):
+        yield
+
+
+@pytest.mark.usefixtures("cache_weights_server_stopped")
+def test_nodes_that_hold_their_weights_pass_without_the_site_cache(runner: Runner) -> None:
+    """The cache's weights server is down: nodes with the complete, verified snapshot pass (their
+    own copy of the manifest the cache verified lists it); a node without that copy fails naming
+    the cache's URL and what to do."""
+    run = runner.playbook(REPO / "playbooks" / "artifacts.yml", limit="gpu-1,gpu-2,cache-1")
+    assert run.status == "successful", run_log(run)
+    assert all(run.stats["changed"].get(node, 0) == 0 for node in ("gpu-1", "gpu-2")), run.stats
+    node_exec("gpu-1", "mv", MANIFEST, MANIFEST + ".aside")
+    try:
+        run = runner.playbook(REPO / "playbooks" / "artifacts.yml", limit="gpu-1,gpu-2,cache-1")
+    finally:
+        node_exec("gpu-1", "mv", MANIFEST + ".aside", MANIFEST)
+    assert run.status == "failed", run_log(run)
+    failures = {
+        e["event_data"]["host"]: e["event_data"]["res"].get("msg", "")
+        for e in run.events
+        if e.get("event") == "runner_on_failed"
+    }
+    assert set(failures) == {"gpu-1"}, failures
+    url = f"http://{lab.SITE_CACHE_ADDRESS}:8081/weights/zai-org/GLM-5.3-Flash/{REVISION}.manifest.json"
+    assert f"cannot read {url}" in failures["gpu-1"], failures["gpu-1"]
+    assert "start the site cache (site.yml --tags site_cache)" in failures["gpu-1"]
 
 
 def test_a_signing_key_other_than_the_pinned_one_is_refused_before_apt_trusts_it(runner: Runner) -> None:

@@ -52,8 +52,10 @@ def test_unit_renders_the_recipes_launch_line(host) -> None:  # noqa: ANN001
         "--shm-size=64g",
         "-p 0.0.0.0:18080:18080",  # the lab opens it (with its API key); the default is loopback
         "-v /var/lib/glm-fleet/huggingface:/root/.cache/huggingface",
-        "-v /var/lib/glm-fleet/deep_gemm:/root/.deep_gemm",
+        f"-v /var/lib/glm-fleet/sglang-cache/{lab_image().split('@sha256:')[1][:16]}:/root/.cache/sglang",
         "-e HF_HUB_OFFLINE=1",
+        "-e SGLANG_DG_CACHE_DIR=/root/.cache/sglang/deep_gemm",
+        "-e TRITON_CACHE_DIR=/root/.cache/sglang/triton",
         "--entrypoint python3",
         lab_image(),
         "-m sglang.launch_server",
@@ -82,7 +84,8 @@ def test_unit_renders_the_recipes_launch_line(host) -> None:  # noqa: ANN001
 def test_container_environment_comes_from_a_root_only_env_file(host) -> None:  # noqa: ANN001
     env_file = host.file(f"/etc/glm-fleet/sglang/{UNIT}.env")
     assert (env_file.user, env_file.group, env_file.mode) == ("root", "root", 0o600)
-    assert env_file.content_string == "GLM_STANDIN_LOAD_SECONDS=3\n"  # the lab's sglang_server_env
+    # the lab's sglang_server_env
+    assert env_file.content_string == "GLM_STANDIN_LOAD_SECONDS=3\nGLM_STANDIN_JIT_SECONDS=4\n"
     unit = host.file(f"/etc/systemd/system/{UNIT}.service").content_string
     assert f"--env-file /etc/glm-fleet/sglang/{UNIT}.env" in unit
     assert "GLM_STANDIN_LOAD_SECONDS" not in unit
@@ -149,3 +152,9 @@ def test_a_killed_container_is_restarted_by_systemd(host) -> None:  # noqa: ANN0
         time.sleep(1)
     assert after, f"systemd did not start a new container\n{journal(host)}"
     assert health(host, timeout=90).get("ready") is True, journal(host)
+    # The new container loaded the kernels the first one compiled, from the image's own cache directory.
+    log = journal(host)
+    assert "DeepGEMM: compiled glm-standin-kernels-" in host.check_output(f"journalctl -u {UNIT} --no-pager -o cat")
+    assert log.rstrip().count("from the JIT cache at /root/.cache/sglang/deep_gemm") >= 1, log
+    cache = f"/var/lib/glm-fleet/sglang-cache/{lab_image().split('@sha256:')[1][:16]}/deep_gemm"
+    assert host.run(f"ls {cache}/glm-standin-kernels-*.cubin").rc == 0

@@ -512,9 +512,97 @@ def test_metrics_follow_the_load(server: str) -> None:
     assert grew("sglang:time_to_first_token_seconds_count", is_streaming="true") == 1
     assert grew("sglang:e2e_request_latency_seconds_count") == 1
     assert grew("sglang:inter_token_latency_seconds_count") >= 1
-    # 0.02 s per streamed piece: the first piece came at least one pace after the start
+    # 0.02 s per output token: the first came at least one token's decode after the start
     assert grew("sglang:time_to_first_token_seconds_sum", is_streaming="true") >= 0.02
     assert sample(after, "sglang:gen_throughput") > 0
     assert sample(after, "sglang:num_running_reqs") == 0
     assert sample(after, "sglang:token_usage") == 0
     assert sample(after, "sglang:context_len") == CONTEXT
+
+
+# --- Decode speed ----------------------------------------------------------------------------------
+
+
+def timed_streams(url: str, streams: int) -> tuple[int, float, list[float]]:
+    """`streams` concurrent streamed answers: output tokens in all, wall time, each one's tokens/s
+    after its first token (how a benchmark measures a user's speed)."""
+    results: list[tuple[int, float, float, float]] = []
+
+    def one() -> None:
+        body = {"model": MODEL, "max_tokens": 64, "stream": True, "messages": user("hello")}
+        request = urllib.request.Request(  # noqa: S310 - local test server
+            url + "/v1/messages", data=json.dumps(body).encode(), method="POST"
+        )
+        request.add_header("Authorization", f"Bearer {KEY}")
+        start, first, tokens = time.monotonic(), 0.0, 0
+        with urllib.request.urlopen(request, timeout=60) as resp:  # noqa: S310 - local test server
+            for raw in resp:
+                line = raw.decode()
+                if '"content_block_delta"' in line and line.startswith("data: "):
+                    first = first or time.monotonic()
+                if '"message_delta"' in line and line.startswith("data: "):
+                    tokens = json.loads(line[6:])["usage"]["output_tokens"]
+        results.append((tokens, start, first, time.monotonic()))
+
+    threads = [threading.Thread(target=one) for _stream in range(streams)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = max(r[3] for r in results) - min(r[1] for r in results)
+    return sum(r[0] for r in results), wall, [(r[0] - 1) / (r[3] - r[2]) for r in results]
+
+
+@pytest.fixture(scope="module")
+def paced_server(tmp_path_factory: pytest.TempPathFactory, lab_tokenizer: Path) -> Iterator[str]:
+    """40 tokens/s per stream, 120 tokens/s for the whole server."""
+    home = hf_home(tmp_path_factory.mktemp("hf"), lab_tokenizer)
+    port = free_port()
+    env = {"GLM_STANDIN_TOKENS_PER_SECOND": "40", "GLM_STANDIN_MAX_TOKENS_PER_SECOND": "120"}
+    proc = launch(home, "--port", str(port), "--context-length", str(CONTEXT), "--api-key", KEY, env=env)
+    url = f"http://127.0.0.1:{port}"
+    wait_healthy(url, proc)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def test_a_stream_is_decoded_at_its_rate_until_the_server_saturates(paced_server: str) -> None:
+    """One stream gets its own rate (40 tokens/s); six together share the cap (120 tokens/s: 20 each)."""
+    _tokens, _wall, alone = timed_streams(paced_server, 1)
+    assert alone[0] == pytest.approx(40, rel=0.1)
+    tokens, wall, speeds = timed_streams(paced_server, 6)
+    assert tokens / wall == pytest.approx(120, rel=0.15)
+    for speed in speeds:
+        assert speed == pytest.approx(20, rel=0.15)
+
+
+def test_a_streamed_answer_is_one_token_a_chunk(server: str, lab_tokenizer: Path) -> None:
+    status, text = call(
+        server, "/v1/messages", {"model": MODEL, "max_tokens": 64, "stream": True, "messages": user("x")}
+    )
+    assert status == 200
+    events = [json.loads(data) for _name, data in sse_events(text)]
+    deltas = [e["delta"]["text"] for e in events if e["type"] == "content_block_delta"]
+    output = next(e for e in events if e["type"] == "message_delta")["usage"]["output_tokens"]
+    assert len(deltas) == output
+    assert len(Tokenizer.from_file(str(lab_tokenizer)).encode("".join(deltas), add_special_tokens=False).ids) == output
+
+
+def test_deepgemm_kernels_are_compiled_once_into_the_named_cache(tmp_path: Path, lab_tokenizer: Path) -> None:
+    """With SGLANG_DG_CACHE_DIR on a directory that outlives the process, the second start loads
+    the kernels the first compiled; without it they would go to ~/.cache/sglang/deep_gemm."""
+    home = hf_home(tmp_path / "hf", lab_tokenizer)
+    cache = tmp_path / "jit" / "deep_gemm"
+    env = {"GLM_STANDIN_JIT_SECONDS": "0.5", "SGLANG_DG_CACHE_DIR": str(cache)}
+    outputs = []
+    for _start in range(2):
+        port = free_port()
+        proc = launch(home, "--port", str(port), "--moe-runner-backend", "deep_gemm", env=env)
+        wait_healthy(f"http://127.0.0.1:{port}", proc)
+        proc.terminate()
+        outputs.append(proc.communicate(timeout=10)[0])
+    assert "DeepGEMM: compiled glm-standin-kernels-" in outputs[0]
+    assert f"into {cache}" in outputs[0]
+    assert f"from the JIT cache at {cache}" in outputs[1]
+    assert len(list(cache.glob("glm-standin-kernels-*.cubin"))) == 1

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 import shlex
 from pathlib import Path
 from types import ModuleType
 
 import jinja2
 import pytest
+import standin_deps
 import yaml
 from ansible.errors import AnsibleFilterError
 from ansible.plugins.filter.core import FilterModule as CoreFilters
@@ -46,8 +48,12 @@ def render(instance: int = 0, **overrides: object) -> str:
     vars_["__sglang_server_instance"] = vars_["sglang_server_instances"][instance]
     private = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
     for key, value in private.items():  # private vars are templates over the public ones
-        if isinstance(value, str) and not key.startswith("__sglang_server_failed"):  # those only in a rescue
+        if key.startswith("__sglang_server_failed"):  # those only in a rescue
+            continue
+        if isinstance(value, str):
             vars_[key] = env.from_string(value).render(**vars_).strip()
+        elif isinstance(value, dict):
+            vars_[key] = {k: env.from_string(str(v)).render(**vars_).strip() for k, v in value.items()}
     vars_["ansible_managed"] = "Ansible managed"
     return env.from_string((ROLE / "templates" / "sglang.service.j2").read_text()).render(**vars_)
 
@@ -81,11 +87,15 @@ def test_the_recipe_line_is_one_variable_away() -> None:
     ours, theirs = argv[3:], recipe[3:]
     # The recipe mounts the invoking user's ~/.cache/huggingface; the unit mounts the fleet's cache.
     theirs[theirs.index("-v") + 1] = "/var/lib/glm-fleet/huggingface:/root/.cache/huggingface"
-    # What the unit adds: the persistent DeepGEMM cache, and no downloads at start.
-    added = ["-v", "/var/lib/glm-fleet/deep_gemm:/root/.deep_gemm", "-e", "HF_HUB_OFFLINE=1"]
-    position = ours.index("--entrypoint")
-    assert ours[position - len(added) : position] == added
-    del ours[position - len(added) : position]
+    # What the unit adds: the persistent JIT caches (one directory per image), no downloads at start,
+    # and every JIT cache pointed into that directory by name.
+    jit = "/var/lib/glm-fleet/sglang-cache/aa9210e3507fef64:/root/.cache/sglang"
+    added = ["-v", jit, "-e", "HF_HUB_OFFLINE=1"]
+    position = ours.index("-e")
+    assert ours[position - 2 : position + 2] == added
+    end = ours.index("--entrypoint")
+    assert all(flag == "-e" for flag in ours[position:end:2])
+    del ours[position - 2 : end]
     ours.remove("--enable-metrics")
     assert ours == theirs
 
@@ -233,3 +243,34 @@ def load_file(path: Path) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def test_every_jit_cache_is_named_into_the_images_own_directory() -> None:
+    """SGLang 0.5.23's caches (sglang/srt/environ.py: SGLANG_CACHE_DIR and the third-party caches
+    it redirects; DeepGEMM's own DG_JIT_CACHE_DIR) by explicit variables; a new image, a new directory."""
+    argv = exec_start(render())
+    env = dict(argv[i + 1].split("=", 1) for i, flag in enumerate(argv) if flag == "-e")
+    base = "/root/.cache/sglang"
+    assert env == {
+        "HF_HUB_OFFLINE": "1", "SGLANG_CACHE_DIR": base, "SGLANG_DG_CACHE_DIR": f"{base}/deep_gemm",
+        "DG_JIT_CACHE_DIR": f"{base}/deep_gemm", "SGLANG_JIT_CACHE_DIR": f"{base}/jit",
+        "SGLANG_CUTE_AOT_CACHE_DIR": f"{base}/cute_aot", "TRITON_CACHE_DIR": f"{base}/triton",
+        "TORCHINDUCTOR_CACHE_DIR": f"{base}/inductor", "CUDA_CACHE_PATH": f"{base}/nv",
+        "TILELANG_CACHE_DIR": f"{base}/tilelang", "FLASHINFER_WORKSPACE_BASE": base,
+    }  # fmt: skip
+    mounts = [argv[i + 1] for i, flag in enumerate(argv) if flag == "-v"]
+    assert "/var/lib/glm-fleet/sglang-cache/aa9210e3507fef64:/root/.cache/sglang" in mounts
+    other = exec_start(render(sglang_server_image="lmsysorg/sglang:next@sha256:" + "b" * 64))
+    assert "/var/lib/glm-fleet/sglang-cache/bbbbbbbbbbbbbbbb:/root/.cache/sglang" in other
+
+
+def test_the_sglang_source_names_the_caches_the_unit_sets() -> None:
+    """The unit's list is SGLang's: every third-party cache environ.py redirects is set."""
+    source = standin_deps.sglang_source(REPO / ".lab" / "cache" / "standin", "sglang/srt/environ.py").read_text()
+    block = source[source.index("def third_party_cache_defaults") : source.index("def redirect_third_party_caches")]
+    names = set(re.findall(r'"([A-Z_]+)": os\.path\.join|"([A-Z_]+)": base', block))
+    wanted = {a or b for a, b in names}
+    argv = exec_start(render())
+    env = {argv[i + 1].split("=", 1)[0] for i, flag in enumerate(argv) if flag == "-e"}
+    assert wanted, "environ.py's third_party_cache_defaults moved"
+    assert wanted <= env, wanted - env

@@ -210,6 +210,15 @@ class Tokenizer:
     def count(self, text: str) -> int:
         return len(self.backend.encode(text, add_special_tokens=False).ids)
 
+    def pieces(self, text: str) -> list[str]:
+        """The text cut at its tokens' boundaries, one piece per token (how it streams, a token a
+        chunk), so that joined they are the text and counted they are count(text)."""
+        starts = [start for start, _end in self.backend.encode(text, add_special_tokens=False).offsets]
+        if not starts:
+            return [""]
+        starts[0] = 0
+        return [text[a:b] for a, b in zip(starts, [*starts[1:], len(text)], strict=True)]
+
     def count_prompt(self, prompt: Any) -> int:
         """A completions prompt or /generate input: text, a list of texts, or token ids."""
         if isinstance(prompt, str):

@@ -11,7 +11,8 @@ exercised against what they meet in production:
   HF_HOME, default /root/.cache/huggingface); with HF_HUB_OFFLINE=1 and no snapshot it fails as
   SGLang does. The snapshot's `tokenizer.json` is loaded (start fails without it), and a
   `--context-length` above the model's `max_position_embeddings` is refused as SGLang refuses it.
-  While "loading" (GLM_STANDIN_LOAD_SECONDS, default 3) /health answers 503;
+  While "loading" (GLM_STANDIN_LOAD_SECONDS, default 3, then GLM_STANDIN_JIT_SECONDS of DeepGEMM JIT
+  unless its kernels are in SGLANG_DG_CACHE_DIR already) /health answers 503;
 - endpoints: /health, /health_generate, /v1/models, /v1/chat/completions and /v1/completions
   (JSON or SSE chunks), /v1/messages (Anthropic JSON or SSE events, text or tool_use blocks),
   /v1/messages/count_tokens, /generate, /get_server_info and /server_info, /get_model_info and
@@ -23,8 +24,11 @@ exercised against what they meet in production:
 - API keys: with --api-key, `Authorization: Bearer <key>` on every path but /health*, /ready* and
   /metrics*, else 401 {"error": "Unauthorized"}; with --admin-api-key, the admin routes (/flush_cache
   here) take only that key;
-- generation: a fixed answer, at GLM_STANDIN_SECONDS_PER_TOKEN (default 0; a file
-  /tmp/glm-standin-seconds-per-token overrides it while it exists) per output token. A
+- generation: a fixed answer, streamed a token a chunk, each output token decoded in
+  GLM_STANDIN_SECONDS_PER_TOKEN or 1/GLM_STANDIN_TOKENS_PER_SECOND (default 0; a file
+  /tmp/glm-standin-seconds-per-token overrides it while it exists), and the server's decode capped
+  at GLM_STANDIN_MAX_TOKENS_PER_SECOND over all running requests (each gets an equal share), so
+  that it saturates as a GPU server does: fleet throughput min(streams x rate, cap). A
   user message holding `[glm-lab tool NAME {JSON input}]` is answered with that tool call (a
   `tool_use` block, its input streamed as `input_json_delta`), the way a model asks a client to run
   a tool;
@@ -143,7 +147,13 @@ class State:
         self.queued = 0
         self.lock = threading.Lock()
         self.slots = threading.BoundedSemaphore(args.max_running_requests or 1 << 30)
-        self.seconds_per_token = float(os.environ.get("GLM_STANDIN_SECONDS_PER_TOKEN", "0"))
+        # Decode speed: a stream's own rate (seconds per token, or tokens per second), and the whole
+        # server's cap in tokens per second, shared by the requests running, as a GPU's decode is.
+        per_stream = float(os.environ.get("GLM_STANDIN_TOKENS_PER_SECOND", "0"))
+        self.seconds_per_token = float(os.environ.get("GLM_STANDIN_SECONDS_PER_TOKEN", "0")) or (
+            1 / per_stream if per_stream > 0 else 0.0
+        )
+        self.max_tokens_per_second = float(os.environ.get("GLM_STANDIN_MAX_TOKENS_PER_SECOND", "0"))
         kv_tokens = int(os.environ.get("GLM_STANDIN_MAX_TOTAL_TOKENS", str(4 * context_len)))
         self.metrics = metrics.Metrics(args.served_model_name, context_len, kv_tokens)
         self.current = threading.local()  # the request this handler thread is generating for
@@ -164,6 +174,7 @@ class State:
             self.queued -= 1
             self.running += 1
         self.current.request = self.metrics.request(streaming)
+        self.current.due = time.monotonic()  # the first token is one decode step after the start
         aborted = True
         try:
             yield
@@ -175,14 +186,28 @@ class State:
                 self.running -= 1
             self.slots.release()
 
+    def decode(self, tokens: int) -> None:
+        """An answer returned whole: its tokens are decoded at the same pace as a stream's."""
+        for _token in range(tokens):
+            self.pace()
+
     def pace(self) -> None:
+        """One output token's decode time: the stream's rate, slowed to an equal share of the
+        server's cap when the running requests together would exceed it. Paced against a deadline
+        per request, so that sleeping's overhead does not add up over a long answer."""
         seconds = self.seconds_per_token
         if PACE_FILE.exists():
             with contextlib.suppress(OSError, ValueError):
                 seconds = float(PACE_FILE.read_text().strip())
-        if seconds:
-            time.sleep(seconds)
+        if self.max_tokens_per_second > 0:
+            seconds = max(seconds, max(self.running, 1) / self.max_tokens_per_second)
         request = getattr(self.current, "request", None)
+        if seconds:
+            now = time.monotonic()
+            due = max(getattr(self.current, "due", 0.0), now - seconds) + seconds
+            self.current.due = due
+            if due > now:
+                time.sleep(due - now)
         if request is not None:
             request.tick()
 
@@ -212,10 +237,6 @@ def tool_results(messages: list[Any]) -> int:
         for b in m["content"]
         if isinstance(b, dict) and b.get("type") == "tool_result"
     )
-
-
-def pieces(text: str, size: int = 12) -> list[str]:
-    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -436,8 +457,7 @@ class Handler(BaseHTTPRequestHandler):
         stop_reason = "tool_use" if call else "end_turn"
         ident = f"msg_{uuid.uuid4().hex}"
         if not stream:
-            for _token in range(completion):
-                self.state.pace()
+            self.state.decode(completion)
             content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
             if call:
                 content.append({"type": "tool_use", "id": call_id, "name": call["name"], "input": call["input"]})
@@ -454,7 +474,7 @@ class Handler(BaseHTTPRequestHandler):
         if text:
             block = {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}
             self.sse(block, "content_block_start")
-            for piece in pieces(text):
+            for piece in self.state.tokenizer.pieces(text):
                 self.state.pace()
                 delta = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": piece}}
                 self.sse(delta, "content_block_delta")
@@ -463,7 +483,7 @@ class Handler(BaseHTTPRequestHandler):
             index = 1 if text else 0
             block = {"type": "tool_use", "id": call_id, "name": call["name"], "input": {}}
             self.sse({"type": "content_block_start", "index": index, "content_block": block}, "content_block_start")
-            for piece in pieces(arguments):
+            for piece in self.state.tokenizer.pieces(arguments):
                 self.state.pace()
                 delta = {"type": "input_json_delta", "partial_json": piece}
                 self.sse({"type": "content_block_delta", "index": index, "delta": delta}, "content_block_delta")
@@ -499,6 +519,7 @@ class Handler(BaseHTTPRequestHandler):
         ident, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
         usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
         if not request.get("stream"):
+            self.state.decode(completion)
             choice = {
                 "index": 0,
                 "message": {"role": "assistant", "content": ANSWER, "reasoning_content": None, "tool_calls": None},
@@ -515,7 +536,7 @@ class Handler(BaseHTTPRequestHandler):
         base = {"id": ident, "object": "chat.completion.chunk", "created": created, "model": model}
         first = {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}
         self.sse({**base, "choices": [first]})
-        for piece in pieces(ANSWER):
+        for piece in self.state.tokenizer.pieces(ANSWER):
             self.state.pace()
             delta = {"index": 0, "delta": {"content": piece}, "finish_reason": None}
             self.sse({**base, "choices": [delta]})
@@ -534,6 +555,7 @@ class Handler(BaseHTTPRequestHandler):
         with self.state.slot():
             completion = self.state.tokenizer.count(ANSWER)
             self.state.count(prompt, completion)
+            self.state.decode(completion)
             ident, created = f"cmpl-{uuid.uuid4().hex}", int(time.time())
             usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
             choice = {"index": 0, "text": ANSWER, "logprobs": None, "finish_reason": "stop", "matched_stop": None}
@@ -564,6 +586,7 @@ class Handler(BaseHTTPRequestHandler):
         with self.state.slot():
             completion = self.state.tokenizer.count(ANSWER)
             self.state.count(prompt, completion)
+            self.state.decode(completion)
             meta = {
                 "id": uuid.uuid4().hex,
                 "finish_reason": {"type": "stop", "matched": None},
@@ -595,6 +618,28 @@ def context_length(args: argparse.Namespace, snapshot: Path) -> int:
             "To allow overriding this maximum, set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"
         )
     return args.context_length
+
+
+def compile_kernels(args: argparse.Namespace) -> None:
+    """DeepGEMM's JIT at start-up: GLM_STANDIN_JIT_SECONDS (default 0) of compiling, unless the
+    kernels for this configuration are in the cache already. The cache is where SGLang 0.5.23 puts
+    it (SGLANG_DG_CACHE_DIR, by default SGLANG_CACHE_DIR/deep_gemm, by default ~/.cache/sglang), so a
+    restart compiles again unless that directory outlives the container."""
+    seconds = float(os.environ.get("GLM_STANDIN_JIT_SECONDS", "0"))
+    if seconds <= 0 or args.moe_runner_backend != "deep_gemm":
+        return
+    base = os.environ.get("SGLANG_CACHE_DIR", os.path.expanduser("~/.cache/sglang"))
+    cache = Path(os.environ.get("SGLANG_DG_CACHE_DIR", os.path.join(base, "deep_gemm")))
+    key = hashlib.sha256(f"{VERSION} {args.model_path} {args.tp_size} {args.ep_size}".encode()).hexdigest()[:16]
+    kernels = cache / f"glm-standin-kernels-{key}.cubin"
+    if kernels.is_file():
+        print(f"DeepGEMM: {kernels.name} from the JIT cache at {cache}", flush=True)
+        return
+    started = time.monotonic()
+    time.sleep(seconds)
+    cache.mkdir(parents=True, exist_ok=True)
+    kernels.write_bytes(key.encode())
+    print(f"DeepGEMM: compiled {kernels.name} in {time.monotonic() - started:.1f} s into {cache}", flush=True)
 
 
 def main(argv: list[str]) -> int:
@@ -634,6 +679,7 @@ def main(argv: list[str]) -> int:
 
     def load() -> None:
         time.sleep(float(os.environ.get("GLM_STANDIN_LOAD_SECONDS", "3")))
+        compile_kernels(args)
         state.ready = True
         print("The server is fired up and ready to roll!", flush=True)
         if fault() == "crash_after_start":

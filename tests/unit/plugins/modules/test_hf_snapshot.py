@@ -24,6 +24,7 @@ from ansible_collections.glm.fleet.plugins.module_utils import _hf_local as loca
 from ansible_collections.glm.fleet.plugins.module_utils import _hf_mirror as mirror
 from ansible_collections.glm.fleet.plugins.module_utils import _hf_model as model
 from ansible_collections.glm.fleet.plugins.module_utils import _progress as fmt
+from ansible_collections.glm.fleet.plugins.modules import hf_snapshot
 
 REPO = Path(__file__).resolve().parents[4]  # the collection (plugin tests also run under ansible-test units)
 
@@ -357,3 +358,38 @@ def test_state_is_written_whole_or_not_at_all(tmp_path: Path, monkeypatch: pytes
     monkeypatch.undo()
     assert target.read_text() == "old\n"
     assert [p.name for p in tmp_path.iterdir()] == ["records.json"]  # no temporary file left behind
+
+
+# --- a site cache that is down ---------------------------------------------------------------------
+
+
+def mirror_snapshot(tmp_path: Path, anchor: str) -> hf_snapshot.Snapshot:
+    params = {
+        "cache_dir": str(tmp_path / "hf"), "state_dir": str(tmp_path / "state"), "repo_id": REPO_ID, "revision": REV,
+        "source": "mirror", "endpoint": "http://127.0.0.1:9", "manifest_sha256": anchor, "manifest": None,
+    }  # fmt: skip
+    return hf_snapshot.Snapshot(params)
+
+
+def test_a_host_with_the_verified_manifest_lists_its_snapshot_without_the_site_cache(tmp_path: Path) -> None:
+    """The cache's weights server does not answer (port 9 is closed): the manifest this host kept
+    when it last verified, with the anchor's sha256, lists the files to check."""
+    data = model.manifest([model.Entry("config.json", 2, "1" * 40)], REPO_ID, REV)
+    raw = model.manifest_text(data).encode()
+    snap = mirror_snapshot(tmp_path, hashlib.sha256(raw).hexdigest())
+    snap.state_dir.mkdir(parents=True)
+    snap.manifest_file.write_bytes(raw)
+    assert snap.entries() == [model.Entry("config.json", 2, "1" * 40)]
+
+
+def test_without_a_verified_manifest_a_cache_that_is_down_is_named_with_what_to_do(tmp_path: Path) -> None:
+    data = model.manifest([model.Entry("config.json", 2, "1" * 40)], REPO_ID, REV)
+    snap = mirror_snapshot(tmp_path, "0" * 64)  # the cache verified another manifest since
+    snap.state_dir.mkdir(parents=True)
+    snap.manifest_file.write_text(model.manifest_text(data))
+    with pytest.raises(model.SnapshotError) as e:
+        snap.entries()
+    message = str(e.value)
+    assert f"cannot read http://127.0.0.1:9/{REPO_ID}/{REV}.manifest.json" in message
+    assert "site.yml --tags site_cache" in message
+    assert "model_weights_mirror_url empty" in message
