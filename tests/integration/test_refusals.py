@@ -301,3 +301,26 @@ def test_server_refuses_an_api_key_with_a_line_break_without_showing_it(runner: 
     message = refusal(runner, "glm.fleet.sglang_server", {"sglang_server_api_key": key})
     assert "sglang_server_api_key holds a space, a line break" in message, message
     assert key.strip() not in message
+
+
+RETENTION = 'monitoring_retention must be a number and a unit (y, w, d, h, m or s), e.g. 30d; got: "30 days"'
+DURATION = 'these must be a number and a unit (ms, s, m or h), e.g. 5m; got: {"monitoring_alert_queue_for": "5min"}'
+
+
+@pytest.mark.parametrize(
+    ("extravars", "expected"),
+    [
+        ({"monitoring_retention": "30 days"}, RETENTION),
+        ({"monitoring_alert_queue_for": "5min"}, DURATION),
+        ({"monitoring_prometheus_address": "prometheus.example"}, "monitoring_prometheus_address must be an IPv4"),
+        ({"monitoring_alert_kv_cache_usage": 90}, "monitoring_alert_kv_cache_usage must be a fraction between 0 and 1"),
+        (
+            {"monitoring_scrape_jobs": [{"name": "dcgm", "group": "gpu_node", "port": 9400}]},
+            "monitoring_scrape_jobs[0] (dcgm).group: 'gpu_node' is not a group of the inventory",
+        ),
+    ],
+    ids=["retention", "duration", "address", "kv-threshold", "unknown-group"],
+)
+def test_monitoring_refuses_bad_input(runner: Runner, extravars: dict[str, Any], expected: str) -> None:
+    message = refusal(runner, "glm.fleet.monitoring", extravars, target="cache-1")
+    assert expected in message, message

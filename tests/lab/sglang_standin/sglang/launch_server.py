@@ -68,6 +68,7 @@ ANSWER = "Hello from GLM-5.3-Flash, served by the glm.fleet lab stand-in."
 TOOL_DONE = "Done: the tool ran and its result came back to the glm.fleet lab stand-in."
 TOOL_MARKER = re.compile(r"\[glm-lab tool (\w+) (\{.*?\})\]", re.DOTALL)
 FAULT_FILE = Path("/tmp/glm-standin-fault")  # noqa: S108 - a switch inside the container
+OUTPUT_LOCK = threading.Lock()
 PACE_FILE = Path("/tmp/glm-standin-seconds-per-token")  # noqa: S108 - the same, for the generation speed
 
 
@@ -129,6 +130,13 @@ def snapshot_dir(model_path: str, revision: str | None) -> Path:
         ref = repo / "refs" / "main"
         revision = ref.read_text().strip() if ref.exists() else "main"
     return repo / "snapshots" / revision
+
+
+def say(line: str) -> None:
+    """One whole line on stdout, whichever threads (handlers, the loader) print at once."""
+    with OUTPUT_LOCK:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
 
 
 def fault() -> str:
@@ -262,7 +270,7 @@ class Handler(BaseHTTPRequestHandler):
             "x_api_key": bool(self.headers.get("x-api-key")),
             **extra,
         }
-        print(json.dumps(entry), flush=True)
+        say(json.dumps(entry))
 
     def send_json(self, status: int, body: Any, model: str | None = None, **extra: Any) -> None:
         data = json.dumps(body).encode()
@@ -633,13 +641,13 @@ def compile_kernels(args: argparse.Namespace) -> None:
     key = hashlib.sha256(f"{VERSION} {args.model_path} {args.tp_size} {args.ep_size}".encode()).hexdigest()[:16]
     kernels = cache / f"glm-standin-kernels-{key}.cubin"
     if kernels.is_file():
-        print(f"DeepGEMM: {kernels.name} from the JIT cache at {cache}", flush=True)
+        say(f"DeepGEMM: {kernels.name} from the JIT cache at {cache}")
         return
     started = time.monotonic()
     time.sleep(seconds)
     cache.mkdir(parents=True, exist_ok=True)
     kernels.write_bytes(key.encode())
-    print(f"DeepGEMM: compiled {kernels.name} in {time.monotonic() - started:.1f} s into {cache}", flush=True)
+    say(f"DeepGEMM: compiled {kernels.name} in {time.monotonic() - started:.1f} s into {cache}")
 
 
 def main(argv: list[str]) -> int:
@@ -681,7 +689,7 @@ def main(argv: list[str]) -> int:
         time.sleep(float(os.environ.get("GLM_STANDIN_LOAD_SECONDS", "3")))
         compile_kernels(args)
         state.ready = True
-        print("The server is fired up and ready to roll!", flush=True)
+        say("The server is fired up and ready to roll!")
         if fault() == "crash_after_start":
             time.sleep(float(os.environ.get("GLM_STANDIN_CRASH_AFTER", "2")))
             print("Fatal Python error: Aborted (crash_after_start fault)", file=sys.stderr, flush=True)
