@@ -84,8 +84,8 @@ def test_unit_renders_the_recipes_launch_line(host) -> None:  # noqa: ANN001
 def test_container_environment_comes_from_a_root_only_env_file(host) -> None:  # noqa: ANN001
     env_file = host.file(f"/etc/glm-fleet/sglang/{UNIT}.env")
     assert (env_file.user, env_file.group, env_file.mode) == ("root", "root", 0o600)
-    # the lab's sglang_server_env
-    assert env_file.content_string == "GLM_STANDIN_LOAD_SECONDS=3\nGLM_STANDIN_JIT_SECONDS=4\n"
+    # the lab's sglang_server_env, sorted by name
+    assert env_file.content_string == "GLM_STANDIN_JIT_SECONDS=4\nGLM_STANDIN_LOAD_SECONDS=3\n"
     unit = host.file(f"/etc/systemd/system/{UNIT}.service").content_string
     assert f"--env-file /etc/glm-fleet/sglang/{UNIT}.env" in unit
     assert "GLM_STANDIN_LOAD_SECONDS" not in unit
