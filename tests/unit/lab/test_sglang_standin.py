@@ -37,6 +37,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from pydantic import TypeAdapter
 from tokenizers import Tokenizer
 
+from ansible_collections.glm.fleet.plugins.module_utils import _serving_load
+from ansible_collections.glm.fleet.plugins.module_utils._bench_metrics import level_metrics
+
 STANDIN = REPO / "tests" / "lab" / "sglang_standin"
 MODEL = "zai-org/GLM-5.3-Flash"
 REVISION = "eb9eb208eb0d988989d07a6a12d0fdeb5f52574a"
@@ -333,6 +336,35 @@ def test_chat_completions_are_openai_types(server: str) -> None:
     assert chunks[-1].usage.prompt_tokens == completion.usage.prompt_tokens
 
 
+def test_a_chat_answer_stops_at_max_tokens_and_ignore_eos_fills_it(server: str) -> None:
+    """As SGLang samples: at most max_tokens tokens ("length" when cut); with its `ignore_eos`
+    extension (a field of 0.5.23's ChatCompletionRequest) exactly max_tokens, as benchmarks ask."""
+    protocol = standin_deps.sglang_source(
+        REPO / ".lab" / "cache" / "standin", "sglang/srt/entrypoints/openai/protocol.py"
+    )
+    chat_request = protocol.read_text().split("class ChatCompletionRequest(", 1)[1].split("\nclass ", 1)[0]
+    assert "    ignore_eos: bool = False" in chat_request
+    client = gpt(server)
+
+    def streamed(**extra: Any) -> tuple[int, int, str | None]:
+        chunks = list(client.chat.completions.create(
+            model=MODEL, messages=user("hello"), stream=True, stream_options={"include_usage": True}, **extra,
+        ))  # fmt: skip
+        pieces = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
+        finish = next(c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason)
+        assert chunks[-1].usage is not None
+        return len(pieces), chunks[-1].usage.completion_tokens, finish
+
+    natural, natural_usage, finish = streamed(max_tokens=64)
+    assert (natural, finish) == (natural_usage, "stop")
+    assert natural > 4
+    assert streamed(max_tokens=3) == (3, 3, "length")
+    assert streamed(max_tokens=natural * 3 + 1, extra_body={"ignore_eos": True}) == (natural * 3 + 1,) * 2 + ("length",)
+    whole = client.chat.completions.create(model=MODEL, messages=user("hello"), max_tokens=2)  # type: ignore[arg-type]
+    assert whole.usage is not None
+    assert (whole.usage.completion_tokens, whole.choices[0].finish_reason) == (2, "length")
+
+
 def test_openai_routes_refuse_over_the_context_with_sglangs_envelope(server: str) -> None:
     client = gpt(server)
     for stream in (False, True):
@@ -575,6 +607,28 @@ def test_a_stream_is_decoded_at_its_rate_until_the_server_saturates(paced_server
     assert tokens / wall == pytest.approx(120, rel=0.15)
     for speed in speeds:
         assert speed == pytest.approx(20, rel=0.15)
+
+
+def test_the_fleets_benchmark_client_measures_the_rate_and_the_cap(paced_server: str) -> None:
+    """glm.fleet.serving_bench's client against a server of known speed: one user gets the stream's
+    40 tok/s, six saturate the 120 tok/s cap; prompts come out at the asked length as counted by the
+    server, outputs at exactly the asked length."""
+    target = _serving_load.Target(paced_server, KEY, None, 30)
+    words, calibration = _serving_load.words_for([target], MODEL, 300)
+    assert calibration["tokens_per_word"] > 0
+    alone = level_metrics(
+        1, *_serving_load.run_level([target], MODEL, concurrency=1, requests=2, words=words, max_tokens=40, seed=1)
+    )
+    busy = level_metrics(
+        6, *_serving_load.run_level([target], MODEL, concurrency=6, requests=12, words=words, max_tokens=40, seed=2)
+    )
+    assert busy["busy_output_throughput"] == pytest.approx(120, rel=0.05)
+    for level in (alone, busy):
+        assert (level["failed"], level["mean_output_tokens"]) == (0, 40.0), level
+        assert level["mean_input_tokens"] == pytest.approx(300, abs=3)
+    assert alone["per_user_tps"] == pytest.approx(40, rel=0.05)
+    assert busy["per_user_tps"] == pytest.approx(20, rel=0.05)
+    assert busy["output_throughput"] == pytest.approx(120, rel=0.05)
 
 
 def test_a_streamed_answer_is_one_token_a_chunk(server: str, lab_tokenizer: Path) -> None:

@@ -27,8 +27,11 @@ exercised against what they meet in production:
 - generation: a fixed answer, streamed a token a chunk, each output token decoded in
   GLM_STANDIN_SECONDS_PER_TOKEN or 1/GLM_STANDIN_TOKENS_PER_SECOND (default 0; a file
   /tmp/glm-standin-seconds-per-token overrides it while it exists), and the server's decode capped
-  at GLM_STANDIN_MAX_TOKENS_PER_SECOND over all running requests (each gets an equal share), so
-  that it saturates as a GPU server does: fleet throughput min(streams x rate, cap). A
+  at GLM_STANDIN_MAX_TOKENS_PER_SECOND over all running requests (each gets an equal share; the file
+  /tmp/glm-standin-max-tokens-per-second overrides it), so that it saturates as a GPU server does:
+  fleet throughput min(streams x rate, cap). A chat completion stops at its max_tokens
+  (finish_reason "length"); with SGLang's `ignore_eos` it generates exactly max_tokens tokens, the
+  answer repeated, as benchmarks ask for fixed output lengths. A
   user message holding `[glm-lab tool NAME {JSON input}]` is answered with that tool call (a
   `tool_use` block, its input streamed as `input_json_delta`), the way a model asks a client to run
   a tool;
@@ -70,6 +73,7 @@ TOOL_MARKER = re.compile(r"\[glm-lab tool (\w+) (\{.*?\})\]", re.DOTALL)
 FAULT_FILE = Path("/tmp/glm-standin-fault")  # noqa: S108 - a switch inside the container
 OUTPUT_LOCK = threading.Lock()
 PACE_FILE = Path("/tmp/glm-standin-seconds-per-token")  # noqa: S108 - the same, for the generation speed
+CAP_FILE = Path("/tmp/glm-standin-max-tokens-per-second")  # noqa: S108 - and for the server's decode cap
 
 
 def parser() -> argparse.ArgumentParser:
@@ -207,8 +211,12 @@ class State:
         if PACE_FILE.exists():
             with contextlib.suppress(OSError, ValueError):
                 seconds = float(PACE_FILE.read_text().strip())
-        if self.max_tokens_per_second > 0:
-            seconds = max(seconds, max(self.running, 1) / self.max_tokens_per_second)
+        cap = self.max_tokens_per_second
+        if CAP_FILE.exists():
+            with contextlib.suppress(OSError, ValueError):
+                cap = float(CAP_FILE.read_text().strip())
+        if cap > 0:
+            seconds = max(seconds, max(self.running, 1) / cap)
         request = getattr(self.current, "request", None)
         if seconds:
             now = time.monotonic()
@@ -521,8 +529,20 @@ class Handler(BaseHTTPRequestHandler):
         with self.state.slot(bool(request.get("stream"))):
             self.chat_answer(request, model, prompt)
 
+    def chat_pieces(self, request: dict[str, Any]) -> tuple[list[str], str]:
+        """The answer's tokens and finish reason: the scripted answer, cut at max_tokens ("length"),
+        or with ignore_eos exactly max_tokens tokens (SGLang's sampling stops only at the limit)."""
+        pieces = self.state.tokenizer.pieces(ANSWER)
+        limit = request.get("max_completion_tokens") or request.get("max_tokens")
+        if not isinstance(limit, int) or limit <= 0:
+            return pieces, "stop"
+        if request.get("ignore_eos") is True:
+            return (pieces * (limit // len(pieces) + 1))[:limit], "length"
+        return (pieces[:limit], "length") if limit < len(pieces) else (pieces, "stop")
+
     def chat_answer(self, request: dict[str, Any], model: str, prompt: int) -> None:
-        completion = self.state.tokenizer.count(ANSWER)
+        pieces, finish = self.chat_pieces(request)
+        completion = len(pieces)
         self.state.count(prompt, completion)
         ident, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
         usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
@@ -530,9 +550,14 @@ class Handler(BaseHTTPRequestHandler):
             self.state.decode(completion)
             choice = {
                 "index": 0,
-                "message": {"role": "assistant", "content": ANSWER, "reasoning_content": None, "tool_calls": None},
+                "message": {
+                    "role": "assistant",
+                    "content": "".join(pieces),
+                    "reasoning_content": None,
+                    "tool_calls": None,
+                },
                 "logprobs": None,
-                "finish_reason": "stop",
+                "finish_reason": finish,
                 "matched_stop": None,
             }
             body = {"id": ident, "object": "chat.completion", "created": created, "model": model}
@@ -544,11 +569,11 @@ class Handler(BaseHTTPRequestHandler):
         base = {"id": ident, "object": "chat.completion.chunk", "created": created, "model": model}
         first = {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}
         self.sse({**base, "choices": [first]})
-        for piece in self.state.tokenizer.pieces(ANSWER):
+        for piece in pieces:
             self.state.pace()
             delta = {"index": 0, "delta": {"content": piece}, "finish_reason": None}
             self.sse({**base, "choices": [delta]})
-        self.sse({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+        self.sse({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
         if (request.get("stream_options") or {}).get("include_usage"):
             self.sse({**base, "choices": [], "usage": usage})
         self.sse("[DONE]")

@@ -1,0 +1,163 @@
+#!/usr/bin/python
+# Copyright: glm.fleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: serving_bench
+short_description: Measure what an SGLang fleet serves over a sweep of concurrent streaming users
+version_added: 0.2.0
+description:
+  - For each level of O(concurrency), keeps that many clients busy with streamed chat completions
+    (C(/v1/chat/completions)) of O(input_tokens) in and exactly O(output_tokens) out (SGLang's
+    C(ignore_eos)), O(requests_per_client) each, spread over O(targets) in turn, and reports the
+    level's output and input throughput, the speed each user saw (1000 / median time per output
+    token), time to first token, inter-token latency and end-to-end latency percentiles, with the
+    definitions of SGLang's own benchmark (C(sglang/benchmark/serving.py)).
+  - Prompts are random word sequences sized from the server's own count of two probe prompts, so
+    that none shares a cached prefix; token counts come from the stream's usage.
+  - Sends load and changes nothing. In check mode it sends nothing.
+author:
+  - glm.fleet contributors (@glm-fleet)
+options:
+  targets:
+    description: Base URLs to send to (the gateway's, or each server's), C(http) or C(https).
+    type: list
+    elements: str
+    required: true
+  api_key:
+    description: "The key the targets want, sent as C(Authorization: Bearer <key>)."
+    type: str
+  ca_file:
+    description: CA certificate (PEM file on the host the module runs on) that signed an C(https) target's certificate.
+    type: path
+  model:
+    description: The model name to ask for.
+    type: str
+    required: true
+  concurrency:
+    description: The levels of concurrent users, measured in this order.
+    type: list
+    elements: int
+    required: true
+  input_tokens:
+    description: Prompt length of every request, in the server's tokens (chat template included).
+    type: int
+    required: true
+  output_tokens:
+    description: Output length of every request, in tokens.
+    type: int
+    required: true
+  requests_per_client:
+    description: Requests each client sends at a level (a level sends concurrency x this many).
+    type: int
+    default: 4
+  request_timeout:
+    description: Seconds one request may go without a byte before it counts as failed.
+    type: float
+    default: 600
+  seed:
+    description: Seed of the prompts' words.
+    type: int
+    default: 0
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+    details: Sends nothing in check mode.
+  diff_mode:
+    support: none
+    details: Changes nothing.
+  platform:
+    platforms: posix
+    description: Runs on the host it is given, which must reach the targets.
+    support: full
+  idempotent:
+    description: Changes nothing on any host.
+    support: full
+"""
+
+EXAMPLES = r"""
+- name: Sweep 1 to 256 users through the gateway
+  glm.fleet.serving_bench:
+    targets: ["https://gateway.example.internal"]
+    api_key: "{{ bench_key }}"
+    ca_file: /etc/glm-fleet/ca.pem
+    model: zai-org/GLM-5.3-Flash
+    concurrency: [1, 4, 16, 64, 256]
+    input_tokens: 1024
+    output_tokens: 1024
+  register: bench
+"""
+
+RETURN = r"""
+levels:
+  description:
+    - One entry per level, in order, with C(concurrency), C(requests), C(completed), C(failed),
+      C(first_error), C(duration_s), C(output_throughput), C(busy_output_throughput) (while every
+      client was busy, without the ramp-down of the level's last requests), C(input_throughput),
+      C(request_throughput), C(per_user_tps), C(mean_input_tokens), C(mean_output_tokens) and
+      C(ttft_ms), C(itl_ms), C(tpot_ms), C(e2e_ms) (each C(mean), C(p50), C(p90), C(p95), C(p99)).
+  returned: success
+  type: list
+  elements: dict
+calibration:
+  description: How the prompts were sized (C(words), C(tokens_per_word), C(template_tokens)).
+  returned: success
+  type: dict
+failed_requests:
+  description: Requests that failed, over all levels.
+  returned: success
+  type: int
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.glm.fleet.plugins.module_utils._bench_metrics import level_metrics
+from ansible_collections.glm.fleet.plugins.module_utils._serving_load import Target, run_level, words_for
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "targets": {"type": "list", "elements": "str", "required": True},
+            "api_key": {"type": "str", "no_log": True},
+            "ca_file": {"type": "path"},
+            "model": {"type": "str", "required": True},
+            "concurrency": {"type": "list", "elements": "int", "required": True},
+            "input_tokens": {"type": "int", "required": True, "no_log": False},
+            "output_tokens": {"type": "int", "required": True, "no_log": False},
+            "requests_per_client": {"type": "int", "default": 4},
+            "request_timeout": {"type": "float", "default": 600},
+            "seed": {"type": "int", "default": 0},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    if module.check_mode:
+        module.exit_json(changed=False, levels=[], calibration={}, failed_requests=0)
+    targets = [Target(url, p["api_key"], p["ca_file"], p["request_timeout"]) for url in p["targets"]]
+    try:
+        words, calibration = words_for(targets, p["model"], p["input_tokens"])
+    except RuntimeError as err:
+        module.fail_json(msg=f"serving benchmark: {err}")
+    levels = []
+    for concurrency in p["concurrency"]:
+        samples, duration, window = run_level(
+            targets, p["model"], concurrency=concurrency, requests=concurrency * p["requests_per_client"],
+            words=words, max_tokens=p["output_tokens"], seed=p["seed"] + 1_000_000 * len(levels),
+        )  # fmt: skip
+        levels.append(level_metrics(concurrency, samples, duration, window))
+    module.exit_json(
+        changed=False,
+        levels=levels,
+        calibration={"words": words, **calibration},
+        failed_requests=sum(level["failed"] for level in levels),
+    )
+
+
+if __name__ == "__main__":
+    main()

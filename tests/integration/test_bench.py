@@ -1,0 +1,129 @@
+"""The serving benchmark on the lab: through the gateway to the three servers, each set to a known
+per-stream rate and server-wide cap, the benchmark measures what they were set to, and writes its
+report (JSON, Markdown, a PNG chart) with the recipe's comparison and the cost per token."""
+
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import REPO, Runner, lab, run_log, site_stage
+from test_gateway import developer_key, in_node, server_containers
+
+PLAYBOOK = REPO / "playbooks" / "bench_serving.yml"
+PACE_FILE = "/tmp/glm-standin-seconds-per-token"  # noqa: S108 - the stand-in's switches, inside its container
+CAP_FILE = "/tmp/glm-standin-max-tokens-per-second"  # noqa: S108
+RATE, CAP = 40.0, 120.0  # tokens/s of one stream, and of one server
+USERS = 24  # enough that every one of the 3 servers has at least CAP / RATE = 3 streams, however they are routed
+
+
+@pytest.fixture(scope="module")
+def paced_fleet(lab_state: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[tuple[str, str]]]:
+    site_stage(tmp_path_factory.mktemp("bench"), "server,gateway")
+    nodes = [n["container"] for n in lab_state["nodes"] if n["group"] == "gpu_nodes"]
+    servers = server_containers(nodes)
+    for node, name in servers:
+        in_node(node, "docker", "exec", name, "sh", "-c", f"echo {1 / RATE} > {PACE_FILE}; echo {CAP} > {CAP_FILE}")
+    yield servers
+    for node, name in server_containers(nodes):
+        in_node(node, "docker", "exec", name, "rm", "-f", PACE_FILE, CAP_FILE)
+
+
+def png_chunks(data: bytes) -> list[tuple[bytes, bytes]]:
+    """A PNG's chunks, each CRC checked (what a viewer checks before drawing it)."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    chunks, at = [], 8
+    while at < len(data):
+        (length,) = struct.unpack(">I", data[at : at + 4])
+        kind, body = data[at + 4 : at + 8], data[at + 8 : at + 8 + length]
+        (crc,) = struct.unpack(">I", data[at + 8 + length : at + 12 + length])
+        assert zlib.crc32(kind + body) == crc, kind
+        chunks.append((kind, body))
+        at += 12 + length
+    return chunks
+
+
+def test_the_benchmark_measures_the_rate_and_the_cap_the_servers_were_set_to(
+    runner: Runner, paced_fleet: list[tuple[str, str]], tmp_path: Path
+) -> None:
+    report = tmp_path / "bench-report"
+    run = runner.playbook(PLAYBOOK, extravars={
+        "bench_serving_concurrency": [1, USERS], "bench_serving_input_tokens": 200, "bench_serving_output_tokens": 48,
+        "bench_serving_requests_per_client": 3, "bench_serving_report_dir": str(report),
+        "bench_serving_gpu_hour_usd": 2.5,
+    })  # fmt: skip
+    assert run.status == "successful", run_log(run)
+    data = json.loads((report / "bench-serving.json").read_text())
+    assert data["via"] == "gateway"
+    assert data["targets"] == [f"https://{lab.SITE_CACHE_ADDRESS}:443"]
+    assert data["gpus"] == 12  # gpu-1's server (4) and gpu-2's two (8)
+    alone, busy = data["levels"]
+    for level in (alone, busy):
+        assert level["failed"] == 0
+        assert level["mean_output_tokens"] == 48.0
+        assert level["mean_input_tokens"] == pytest.approx(200, rel=0.02)
+    # One user streams at the servers' per-stream rate; 24 saturate the three servers' caps.
+    assert alone["per_user_tps"] == pytest.approx(RATE, rel=0.05)
+    assert busy["busy_output_throughput"] == pytest.approx(3 * CAP, rel=0.05)
+    assert busy["output_throughput"] <= busy["busy_output_throughput"] * 1.02
+    assert busy["per_user_tps"] < RATE / 2
+    # The cost at the fastest level that gives each user the recipe's 140 tok/s: none is that fast here.
+    assert data["cost"] is None
+    assert "No level reached 140" in (report / "bench-serving.md").read_text()
+    # The chart: a valid PNG naming its series.
+    chunks = png_chunks((report / "bench-serving.png").read_bytes())
+    assert chunks[0][0] == b"IHDR"
+    assert chunks[-1][0] == b"IEND"
+    width, height = struct.unpack(">II", chunks[0][1][:8])
+    assert (width, height) == (1300, 550)
+    texts = dict(body.split(b"\0", 1) for kind, body in chunks if kind == b"tEXt")
+    assert texts[b"Description"] == b"series: fleet,recipe,ttft_p50,ttft_p95,itl_p50,itl_p95"
+    key = developer_key("laptop-1")
+    for path in report.iterdir():
+        assert key not in path.read_bytes().decode(errors="replace"), path
+
+
+def test_the_cost_is_priced_at_the_fastest_level_that_gives_each_user_the_speed_asked(
+    runner: Runner, paced_fleet: list[tuple[str, str]], tmp_path: Path
+) -> None:
+    report = tmp_path / "bench-report"
+    run = runner.playbook(PLAYBOOK, extravars={
+        "bench_serving_concurrency": [1, 3], "bench_serving_input_tokens": 200, "bench_serving_output_tokens": 24,
+        "bench_serving_requests_per_client": 2, "bench_serving_report_dir": str(report),
+        "bench_serving_gpu_hour_usd": 2.5, "bench_serving_cost_min_user_tps": 30,
+    })  # fmt: skip
+    assert run.status == "successful", run_log(run)
+    data = json.loads((report / "bench-serving.json").read_text())
+    cost = data["cost"]
+    point = max((lv for lv in data["levels"] if lv["per_user_tps"] >= 30), key=lambda lv: lv["output_throughput"])
+    assert cost["concurrency"] == point["concurrency"]
+    hour = 12 * 2.5
+    out, inp = point["output_throughput"] * 3600, point["input_throughput"] * 3600
+    assert cost["usd_per_1m_output"] == pytest.approx(hour / (out + 0.4 * inp) * 1e6, rel=1e-3)
+    assert cost["usd_per_1m_input"] == pytest.approx(0.4 * cost["usd_per_1m_output"], rel=1e-3)
+    assert cost["break_even_utilisation"] == pytest.approx(hour / ((out * 0.5 + inp * 0.2) / 1e6), rel=1e-3)
+    markdown = (report / "bench-serving.md").read_text()
+    assert f"| $ per 1M output tokens | {cost['usd_per_1m_output']} | 0.5 |" in markdown
+    assert "| maximum output throughput (tok/s) | 2591 |" in markdown
+
+
+def test_bad_settings_are_refused_before_any_request(runner: Runner, paced_fleet: list[tuple[str, str]]) -> None:
+    def served() -> int:
+        return sum(
+            in_node(node, "docker", "logs", name).count('"path": "/v1/chat/completions"') for node, name in paced_fleet
+        )
+
+    before = served()
+    run = runner.playbook(
+        PLAYBOOK, extravars={"bench_serving_concurrency": [8, 0], "bench_serving_output_tokens": 199999}
+    )
+    assert run.status == "failed"
+    log = run_log(run)
+    assert "bench_serving_concurrency must be a list of distinct whole numbers 1-4096; got: [8, 0]" in log
+    assert "bench_serving_input_tokens + bench_serving_output_tokens (1024 + 199999) exceed" in log
+    assert served() == before

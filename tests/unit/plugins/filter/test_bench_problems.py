@@ -1,0 +1,65 @@
+"""The serving benchmark's settings are refused with the variable and the value, the key never shown."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ansible_collections.glm.fleet.plugins.filter.bench_problems import bench_problems
+
+GOOD: dict[str, Any] = {
+    "bench_serving_concurrency": [1, 2, 4, 8, 16, 32, 64, 128, 256],
+    "bench_serving_input_tokens": 1024,
+    "bench_serving_output_tokens": 1024,
+    "bench_serving_requests_per_client": 4,
+    "bench_serving_gpu_hour_usd": 4.0,
+    "bench_serving_cost_min_user_tps": "140",
+    "bench_serving_hosted": {"name": "Lyceum", "input": 0.2, "cached_input": 0.05, "output": 0.5},
+    "bench_serving_targets": ["https://10.0.0.5:443"],
+    "bench_serving_api_key": "k" * 48,
+    "context_length": 200000,
+}
+
+
+def test_good_settings() -> None:
+    assert bench_problems(GOOD) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "expected"),
+    [
+        ("bench_serving_concurrency", [],
+         "bench_serving_concurrency must be a list of distinct whole numbers 1-4096; got: []"),
+        ("bench_serving_concurrency", [1, 1], "got: [1, 1]"),
+        ("bench_serving_concurrency", [0, 8], "got: [0, 8]"),
+        ("bench_serving_concurrency", [8, 5000], "got: [8, 5000]"),
+        ("bench_serving_concurrency", "1,8", 'got: "1,8"'),
+        ("bench_serving_input_tokens", "12\n",
+         'bench_serving_input_tokens must be a whole number above 0; got: "12\\n"'),
+        ("bench_serving_output_tokens", 0, "bench_serving_output_tokens must be a whole number above 0; got: 0"),
+        ("bench_serving_requests_per_client", True, "got: true"),
+        ("bench_serving_output_tokens", 199000,
+         "bench_serving_input_tokens + bench_serving_output_tokens (1024 + 199000) exceed the fleet's context length"),
+        ("bench_serving_gpu_hour_usd", -1, "bench_serving_gpu_hour_usd must be a positive number; got: -1"),
+        ("bench_serving_cost_min_user_tps", "fast", 'got: "fast"'),
+        ("bench_serving_hosted", {"input": 0.2}, "bench_serving_hosted must hold input and output prices"),
+        ("bench_serving_targets", [], "bench_serving_targets must list at least one URL; got: []"),
+        ("bench_serving_targets", ["https://gw\n.example"],
+         'bench_serving_targets: "https://gw\\n.example" must hold no'),
+        ("bench_serving_targets", ["ftp://gw"], "must be an http(s) URL with a host"),
+        ("bench_serving_api_key", "", "bench_serving_api_key is empty: set it to a developer's gateway key"),
+    ],
+)  # fmt: skip
+def test_bad_settings_name_the_variable_and_value(name: str, value: Any, expected: str) -> None:
+    problems = bench_problems({**GOOD, name: value})
+    assert len(problems) == 1, problems
+    assert expected in problems[0]
+
+
+@pytest.mark.parametrize("key", ["secret-key\r\nX-Injected: 1", " secret-key", "secret\tkey"])
+def test_a_key_that_would_break_the_header_is_refused_and_not_shown(key: str) -> None:
+    problems = bench_problems({**GOOD, "bench_serving_api_key": key})
+    assert problems == ["bench_serving_api_key holds a control character or surrounding space (not shown): it goes "
+                        "into an HTTP header"]  # fmt: skip
+    assert "secret" not in problems[0]
