@@ -39,6 +39,7 @@ def lab_secrets() -> dict[str, str]:
         "sglang admin key": "admin_api_key",
         "Hugging Face token": "hf_token",
         "registry password": "registry_password",
+        "Grafana token": "grafana_token",
     }
     found = {name: (lab.STATE_DIR / f).read_text().strip() for name, f in files.items() if (lab.STATE_DIR / f).exists()}
     # What the gateway's runs generate on the controller: the developers' keys and the site CA's key.

@@ -9,6 +9,7 @@ import ssl
 import sys
 import time
 import urllib.parse
+import urllib.request
 from typing import Any
 
 import anthropic
@@ -58,6 +59,7 @@ def test_every_target_of_the_fleet_is_up(fleet: dict[str, Any]) -> None:
         "glm-health-generate": servers,
         "glm-gateway": {f"{lab.SITE_CACHE_ADDRESS}:29000"},
         "glm-node": {f"{n['address']}:9100" for n in fleet["nodes"] if n["name"] in hosts},
+        "glm-dcgm": {f"{n['address']}:9400" for n in fleet["nodes"] if n["group"] == "gpu_nodes"},
         "prometheus": {"127.0.0.1:9090"},
     }
 
@@ -71,6 +73,41 @@ def test_every_target_of_the_fleet_is_up(fleet: dict[str, Any]) -> None:
     wait_for(f"every target up: {expected}", up, timeout=30)
     nodes = {r["metric"]["node"] for r in prometheus("/api/v1/query", query="up{job='glm-sglang'}")["result"]}
     assert nodes == {n["name"] for n in fleet["nodes"] if n["group"] == "gpu_nodes"}
+
+
+def test_the_dcgm_exporter_reports_every_gpu_of_every_node(fleet: dict[str, Any]) -> None:
+    """NVIDIA's DCGM exporter (the lab's stand-in, which sees the GPUs the container toolkit shows
+    it) runs on each GPU node: Prometheus has one series per GPU, by node, with DCGM's labels, and
+    GLMGPUMissing is quiet."""
+
+    def per_node() -> dict[str, int]:
+        result = prometheus("/api/v1/query", query="count by (node) (DCGM_FI_DEV_GPU_TEMP{job='glm-dcgm'})")["result"]
+        return {r["metric"]["node"]: int(r["value"][1]) for r in result}
+
+    wait_for("a GPU temperature per GPU", lambda: per_node() == {"gpu-1": 4, "gpu-2": 8}, timeout=45)
+    series = [r["metric"] for r in prometheus("/api/v1/query", query="DCGM_FI_DEV_FB_FREE{node='gpu-2'}")["result"]]
+    assert sorted(int(s["gpu"]) for s in series) == list(range(8))
+    assert {s["modelName"] for s in series} == {"NVIDIA B200"}
+    assert all(s["UUID"].startswith("GPU-") and s["device"] == f"nvidia{s['gpu']}" for s in series)
+    assert value("sum(DCGM_FI_DEV_FB_FREE{node='gpu-1'})") == 4 * 183359
+    firing = prometheus("/api/v1/alerts")["alerts"]
+    assert not [a for a in firing if a["labels"]["alertname"] in ("GLMGPUMissing", "GLMGPUXidError")]
+
+
+def test_the_dashboard_is_provisioned_into_grafana_on_its_prometheus(fleet: dict[str, Any]) -> None:
+    """The site's Grafana (the lab's stand-in of its API) holds the fleet's dashboard, in its folder,
+    opening on the Prometheus datasource the inventory names; the same dashboard is not saved again."""
+    shipped = json.loads((REPO / "roles" / "monitoring" / "files" / "dashboards" / "glm-fleet.json").read_text())
+    grafana = json.loads((lab.STATE_DIR / "services.json").read_text())["grafana"]
+    with urllib.request.urlopen(f"{grafana}/_lab/dashboards", timeout=10) as resp:  # noqa: S310
+        stored = json.loads(resp.read())["glm-fleet"]
+    assert stored["meta"]["folderUid"] == "glm-fleet"
+    dashboard = stored["dashboard"]
+    assert dashboard["title"] == shipped["title"]
+    assert len(dashboard["panels"]) == len(shipped["panels"])
+    variable = next(v for v in dashboard["templating"]["list"] if v["type"] == "datasource")
+    assert variable["current"]["value"] == "glm-prometheus"
+    assert dashboard["version"] == 1
 
 
 def test_generated_tokens_reach_prometheus_as_the_servers_counted_them(fleet: dict[str, Any]) -> None:

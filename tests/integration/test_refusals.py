@@ -318,8 +318,28 @@ DURATION = 'these must be a number and a unit (ms, s, m or h), e.g. 5m; got: {"m
             {"monitoring_scrape_jobs": [{"name": "dcgm", "group": "gpu_node", "port": 9400}]},
             "monitoring_scrape_jobs[0] (dcgm).group: 'gpu_node' is not a group of the inventory",
         ),
+        (
+            {"monitoring_grafana_datasource_uid": "prometheus-typo"},
+            'monitoring_grafana_datasource_uid="prometheus-typo", monitoring_grafana_folder_uid="glm-fleet": '
+            "Grafana at http://172.30.253.1:3000: no datasource with uid 'prometheus-typo' in this Grafana "
+            "(it has: glm-prometheus (prometheus), site-loki (loki))",
+        ),
+        (
+            {"monitoring_grafana_datasource_uid": "site-loki"},
+            "datasource 'site-loki' is of type 'loki', not prometheus",
+        ),
+        ({"monitoring_grafana_folder_uid": "ops"}, "no folder with uid 'ops'"),
     ],
-    ids=["retention", "duration", "address", "kv-threshold", "unknown-group"],
+    ids=[
+        "retention",
+        "duration",
+        "address",
+        "kv-threshold",
+        "unknown-group",
+        "grafana-datasource",
+        "grafana-type",
+        "grafana-folder",
+    ],
 )
 def test_monitoring_refuses_bad_input(runner: Runner, extravars: dict[str, Any], expected: str) -> None:
     message = refusal(runner, "glm.fleet.monitoring", extravars, target="cache-1")

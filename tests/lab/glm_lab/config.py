@@ -27,6 +27,7 @@ PRIVATE_REPO = "team/sglang-private"
 PRIVATE_USER = "fleet-pull"
 HTTP_PORT = 8080
 HUB_PORT = 8090
+GRAFANA_PORT = 3000  # a site's Grafana (its HTTP API), where glm.fleet.monitoring provisions the dashboard
 WORKER_PORT = 18099  # an SGLang stand-in on the gateway, for scenarios without GPU nodes
 SERVED_MODEL = "zai-org/GLM-5.3-Flash"
 REVISION = "eb9eb208eb0d988989d07a6a12d0fdeb5f52574a"
@@ -38,6 +39,8 @@ WWW = STATE_DIR / "www"
 MAX_GPU_NODES = 8
 SMOKE_REPO = "glm-fleet-lab/smoke"
 SGLANG_REPO, SGLANG_TAG = "lmsysorg/sglang", "glm-5.3-flash-lab"
+# The DCGM exporter stand-in, under the name the lab's registry mirror serves it by.
+DCGM_REPO, DCGM_TAG = "nvidia/k8s/dcgm-exporter", "4.5.2-4.8.1-lab"
 SERVICES_VARS = REPO / "inventories" / "lab" / "group_vars" / "all" / "services.yml"
 NODE_FLAGS = [
     "--cap-add", "SYS_ADMIN",

@@ -18,8 +18,11 @@ from huggingface_hub import snapshot_download  # the controller venv's download 
 
 from glm_lab.config import (
     CLIENT_REQUIREMENTS,
+    DCGM_REPO,
+    DCGM_TAG,
     DYNAMIC_RANGE,
     GATEWAY,
+    GRAFANA_PORT,
     HERE,
     HTTP_PORT,
     HUB_PORT,
@@ -46,7 +49,7 @@ from glm_lab.config import (
     WWW,
     LabError,
 )
-from glm_lab.image import ensure_image, private_image, sglang_standin_image, smoke_image
+from glm_lab.image import dcgm_standin_image, ensure_image, private_image, sglang_standin_image, smoke_image
 from glm_lab.shell import docker, ensure_dockerd, run, start_daemon, succeeds, wait_http, wait_port
 
 
@@ -143,12 +146,18 @@ def start_www(gateway: str) -> str:
     return url
 
 
-def start_hub(gateway: str) -> str:
-    """The Hugging Face Hub stand-in (tests/lab/hub_standin.py) with a per-lab token."""
-    token_file = STATE_DIR / "hf_token"
+def lab_token(name: str, prefix: str) -> Path:
+    """A per-lab token in STATE_DIR (0600), generated once and kept across runs."""
+    token_file = STATE_DIR / name
     if not token_file.exists():
         token_file.touch(mode=0o600)
-        token_file.write_text("hf_lab_" + secrets.token_hex(16))
+        token_file.write_text(prefix + secrets.token_hex(16))
+    return token_file
+
+
+def start_hub(gateway: str) -> str:
+    """The Hugging Face Hub stand-in (tests/lab/hub_standin.py) with a per-lab token."""
+    token_file = lab_token("hf_token", "hf_lab_")
     pidfile, logfile = STATE_DIR / "hub.pid", STATE_DIR / "hub.log"
     shard_mib = os.environ.get("GLM_LAB_HUB_SHARD_MIB", "4")
     argv = [
@@ -159,6 +168,18 @@ def start_hub(gateway: str) -> str:
     proc = start_daemon("hub stand-in", argv, pidfile, logfile, (gateway, HUB_PORT))
     url = f"http://{gateway}:{HUB_PORT}"
     wait_http(f"{url}/_lab/stats", "the hub stand-in", logfile, proc)
+    return url
+
+
+def start_grafana(gateway: str) -> str:
+    """The Grafana stand-in (tests/lab/grafana_standin.py) with a per-lab service account token."""
+    token_file = lab_token("grafana_token", "glsa_lab_")
+    pidfile, logfile = STATE_DIR / "grafana.pid", STATE_DIR / "grafana.log"
+    argv = [sys.executable, str(HERE / "grafana_standin.py"), "--bind", gateway, "--port", str(GRAFANA_PORT),
+            "--token-file", str(token_file)]  # fmt: skip
+    proc = start_daemon("Grafana stand-in", argv, pidfile, logfile, (gateway, GRAFANA_PORT))
+    url = f"http://{gateway}:{GRAFANA_PORT}"
+    wait_http(f"{url}/_lab/dashboards", "the Grafana stand-in", logfile, proc)
     return url
 
 
@@ -260,6 +281,7 @@ def services() -> dict[str, str]:
     registry = start_registry(gateway)
     smoke_digest = oci.push(registry, SMOKE_REPO, "latest", oci.assemble(smoke_image()))
     sglang_digest = oci.push(registry, SGLANG_REPO, SGLANG_TAG, oci.assemble(sglang_standin_image(base)))
+    dcgm_digest = oci.push(registry, DCGM_REPO, DCGM_TAG, oci.assemble(dcgm_standin_image(base)))
     private = start_private_registry(gateway)
     login = (PRIVATE_USER, (STATE_DIR / "registry_password").read_text().strip())
     private_blobs = oci.assemble(private_image())
@@ -267,6 +289,7 @@ def services() -> dict[str, str]:
     www = start_www(gateway)
     fetch_wheels()
     hub = start_hub(gateway)
+    grafana = start_grafana(gateway)
     write_services_vars_keys()
     worker = start_worker(gateway, hub)
     endpoints = {
@@ -274,8 +297,10 @@ def services() -> dict[str, str]:
         "registry": registry,
         "www": www,
         "hub": hub,
+        "grafana": grafana,
         "smoke_image": f"{SMOKE_REPO}@{smoke_digest}",
         "sglang_image": f"{SGLANG_REPO}:{SGLANG_TAG}@{sglang_digest}",
+        "dcgm_image": f"{DCGM_REPO}:{DCGM_TAG}@{dcgm_digest}",
         "private_image": f"{private}/{PRIVATE_REPO}:lab@{private_digest}",
     }
     (STATE_DIR / "services.json").write_text(json.dumps(endpoints, indent=2) + "\n")
@@ -299,10 +324,13 @@ def write_services_vars(endpoints: dict[str, str]) -> None:
         "---\n# Written by tests/lab/lab.py: images the lab pushed to its registry mirror, and its API key.\n"
         f'glm_lab_smoke_image: "{endpoints["smoke_image"]}"\n'
         f'glm_lab_sglang_image: "{endpoints["sglang_image"]}"\n'
+        f'glm_lab_dcgm_image: "{endpoints["dcgm_image"]}"\n'
         f'glm_lab_api_key: "{key_file.read_text().strip()}"\n'
         f'glm_lab_admin_api_key: "{admin_file.read_text().strip()}"\n'
         f'glm_lab_hf_token: "{(STATE_DIR / "hf_token").read_text().strip()}"\n'
         f'glm_lab_worker: "{endpoints["worker"]}"\n'
+        f'glm_lab_grafana: "{endpoints["grafana"]}"\n'
+        f'glm_lab_grafana_token: "{(STATE_DIR / "grafana_token").read_text().strip()}"\n'
         f'glm_lab_private_image: "{endpoints["private_image"]}"\n'
         f'glm_lab_registry_user: "{PRIVATE_USER}"\n'
         f'glm_lab_registry_password: "{(STATE_DIR / "registry_password").read_text().strip()}"\n'

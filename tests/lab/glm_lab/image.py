@@ -146,6 +146,18 @@ def sglang_standin_image(base: str) -> oci.Image:
     )
 
 
+def dcgm_standin_image(base: str) -> oci.Image:
+    """The stand-in DCGM exporter (tests/lab/dcgm_standin) on the lab's Debian root filesystem."""
+    script = HERE / "dcgm_standin" / "dcgm_exporter.py"
+    return oci.Image(
+        base=[base_layer(base)],
+        files=[oci.File("usr/local/bin/dcgm-exporter", script.read_bytes(), mode=0o755)],
+        entrypoint=["python3", "/usr/local/bin/dcgm-exporter"],
+        env=["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "PYTHONUNBUFFERED=1"],
+        labels={"org.opencontainers.image.title": "glm.fleet lab stand-in for NVIDIA's DCGM exporter"},
+    )
+
+
 def private_image() -> oci.Image:
     """An image with 16 MB of incompressible bytes (the same bytes every time): 8 s over the slow link."""
     import random  # noqa: PLC0415 - only here: reproducible filler, not a secret

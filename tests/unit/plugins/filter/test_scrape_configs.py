@@ -90,3 +90,13 @@ def test_bad_site_jobs_are_refused_by_name(site: list, expected: str) -> None:
 def test_a_published_url_that_is_not_http_host_port_is_refused(url: str) -> None:
     with pytest.raises(AnsibleFilterError, match="a target must be an http://host:port URL"):
         scrape_configs({"sglang": {"gpu-1": [url]}}, "127.0.0.1:9115")
+
+
+def test_the_gpu_nodes_dcgm_exporters_are_a_job_of_their_own() -> None:
+    published = {**TARGETS, "dcgm": {"gpu-1": "http://10.0.0.11:9400", "gpu-2": "http://10.0.0.12:9400", "cache-1": []}}
+    dcgm = jobs(scrape_configs(published, "127.0.0.1:9115"))["glm-dcgm"]
+    assert dcgm["metrics_path"] == "/metrics"
+    assert dcgm["static_configs"] == [
+        {"targets": ["10.0.0.11:9400"], "labels": {"node": "gpu-1"}},
+        {"targets": ["10.0.0.12:9400"], "labels": {"node": "gpu-2"}},
+    ]

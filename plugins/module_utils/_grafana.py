@@ -1,0 +1,54 @@
+# Copyright: glm.fleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A dashboard in Grafana through its HTTP API: what to send, and whether it differs from what is there.
+
+Grafana's dashboard API (POST /api/dashboards/db, GET /api/dashboards/uid/<uid>) stores the JSON
+it is given, adding `id` and `version`; a dashboard whose datasource variable names a datasource
+that Grafana does not have shows "datasource not found" on every panel, so the datasource is
+looked up first (GET /api/datasources) and a missing one refused before anything is written.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Mapping, Sequence
+
+SERVER_FIELDS = ("id", "version")
+
+
+def with_datasource(dashboard: Mapping[str, Any], datasource: Mapping[str, Any]) -> dict[str, Any]:
+    """The dashboard with its `datasource` variable set to the given datasource (uid and name), so
+    that it opens on the fleet's Prometheus."""
+    out = copy.deepcopy(dict(dashboard))
+    for variable in out.get("templating", {}).get("list", []):
+        if variable.get("type") == "datasource":
+            variable["current"] = {"selected": True, "text": datasource["name"], "value": datasource["uid"]}
+    for field in SERVER_FIELDS:
+        out.pop(field, None)
+    return out
+
+
+def datasource_problem(datasources: Sequence[Mapping[str, Any]], uid: str) -> tuple[dict[str, Any] | None, str]:
+    found = next((dict(d) for d in datasources if d.get("uid") == uid), None)
+    if found is None:
+        known = sorted(f"{d.get('uid')} ({d.get('type')})" for d in datasources)
+        return None, f"no datasource with uid {uid!r} in this Grafana (it has: {', '.join(known) or 'none'})"
+    if found.get("type") != "prometheus":
+        return None, f"datasource {uid!r} is of type {found.get('type')!r}, not prometheus"
+    return found, ""
+
+
+def differs(current: Mapping[str, Any] | None, desired: Mapping[str, Any], folder_uid: str) -> bool:
+    """Whether Grafana's copy (GET /api/dashboards/uid/<uid>'s body, or None) differs from the desired
+    dashboard in content or folder."""
+    if current is None:
+        return True
+    stored = {k: v for k, v in current.get("dashboard", {}).items() if k not in SERVER_FIELDS}
+    return stored != desired or (current.get("meta", {}).get("folderUid") or "") != folder_uid
+
+
+def save_body(desired: Mapping[str, Any], folder_uid: str) -> dict[str, Any]:
+    body: dict[str, Any] = {"dashboard": {**desired, "id": None}, "overwrite": True, "message": "glm.fleet.monitoring"}
+    if folder_uid:
+        body["folderUid"] = folder_uid
+    return body

@@ -1,0 +1,134 @@
+"""Lab stand-in for a site's Grafana (its HTTP API; Grafana itself is in no package index here).
+
+What glm.fleet.monitoring uses, with Grafana's rules as its HTTP API documentation states them:
+- every `/api/*` call needs `Authorization: Bearer <service account token>`, else 401
+  {"message": "Unauthorized"};
+- GET /api/datasources (the lab has one Prometheus datasource, uid `glm-prometheus`, and a Loki one);
+- GET /api/folders/<uid> (one folder, uid `glm-fleet`), 404 {"message": "folder not found"};
+- GET /api/dashboards/uid/<uid>: {"dashboard": ... with id and version, "meta": {folderUid, url, ...}},
+  404 {"message": "Dashboard not found"};
+- POST /api/dashboards/db: the title is required (400 "Dashboard title cannot be empty"), a uid at
+  most 40 characters (400), a folderUid that exists (400 "folder not found"); an existing uid
+  without `overwrite` is 412 "version-mismatch"; a save stores the JSON as given with `id` and
+  `version` (+1 per save) and answers {"id", "uid", "url", "status": "success", "version", "slug"}.
+- GET /_lab/dashboards: what is stored (for tests), without a token.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+DATASOURCES = [
+    {"id": 1, "uid": "glm-prometheus", "orgId": 1, "name": "Prometheus", "type": "prometheus", "access": "proxy",
+     "url": "http://127.0.0.1:9090", "isDefault": True},
+    {"id": 2, "uid": "site-loki", "orgId": 1, "name": "Loki", "type": "loki", "access": "proxy",
+     "url": "http://127.0.0.1:3100", "isDefault": False},
+]  # fmt: skip
+FOLDERS = {"glm-fleet": {"id": 7, "uid": "glm-fleet", "title": "GLM fleet"}}
+
+
+class Store:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.dashboards: dict[str, dict[str, Any]] = {}
+        self.next_id = 1
+
+
+def slug(title: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
+
+
+def make_handler(store: Store, token: str) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def reply(self, status: int, body: Any) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def authorized(self) -> bool:
+            if self.headers.get("Authorization") == f"Bearer {token}":
+                return True
+            self.reply(401, {"message": "Unauthorized"})
+            return False
+
+        def do_GET(self) -> None:
+            if self.path == "/_lab/dashboards":
+                with store.lock:
+                    self.reply(200, store.dashboards)
+                return
+            if not self.authorized():
+                return
+            if self.path == "/api/datasources":
+                self.reply(200, DATASOURCES)
+            elif self.path.startswith("/api/folders/"):
+                folder = FOLDERS.get(self.path.rsplit("/", 1)[1])
+                self.reply(200, folder) if folder else self.reply(404, {"message": "folder not found"})
+            elif self.path.startswith("/api/dashboards/uid/"):
+                with store.lock:
+                    found = store.dashboards.get(self.path.rsplit("/", 1)[1])
+                self.reply(200, found) if found else self.reply(404, {"message": "Dashboard not found"})
+            else:
+                self.reply(404, {"message": "Not found"})
+
+        def do_POST(self) -> None:
+            if not self.authorized():
+                return
+            if self.path != "/api/dashboards/db":
+                self.reply(404, {"message": "Not found"})
+                return
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
+            dashboard = body.get("dashboard") or {}
+            uid, title, folder = dashboard.get("uid") or "", dashboard.get("title") or "", body.get("folderUid") or ""
+            if not title.strip():
+                self.reply(400, {"message": "Dashboard title cannot be empty"})
+                return
+            if len(uid) > 40:
+                self.reply(400, {"message": "uid too long, max 40 characters"})
+                return
+            if folder and folder not in FOLDERS:
+                self.reply(400, {"message": "folder not found"})
+                return
+            with store.lock:
+                old = store.dashboards.get(uid)
+                if old and not body.get("overwrite"):
+                    self.reply(412, {"message": "The dashboard has been changed by someone else",
+                                     "status": "version-mismatch"})  # fmt: skip
+                    return
+                ident = old["dashboard"]["id"] if old else store.next_id
+                store.next_id += 0 if old else 1
+                version = old["dashboard"]["version"] + 1 if old else 1
+                url = f"/d/{uid}/{slug(title)}"
+                store.dashboards[uid] = {
+                    "dashboard": {**dashboard, "id": ident, "version": version},
+                    "meta": {"folderUid": folder, "url": url, "slug": slug(title), "message": body.get("message", "")},
+                }
+            self.reply(200, {"id": ident, "uid": uid, "url": url, "status": "success", "version": version,
+                             "slug": slug(title)})  # fmt: skip
+
+        def log_message(self, fmt: str, *args: object) -> None:
+            return
+
+    return Handler
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bind", required=True)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--token-file", type=Path, required=True)
+    args = parser.parse_args()
+    token = args.token_file.read_text().strip()
+    ThreadingHTTPServer((args.bind, args.port), make_handler(Store(), token)).serve_forever()
+
+
+if __name__ == "__main__":
+    main()

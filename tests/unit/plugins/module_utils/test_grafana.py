@@ -1,0 +1,57 @@
+"""Provisioning the fleet's dashboard: the datasource looked up first, saved only when it differs."""
+
+from __future__ import annotations
+
+from ansible_collections.glm.fleet.plugins.module_utils._grafana import (
+    datasource_problem,
+    differs,
+    save_body,
+    with_datasource,
+)
+
+DASHBOARD = {
+    "uid": "glm-fleet",
+    "title": "GLM-5.3-Flash fleet",
+    "id": None,
+    "templating": {"list": [{"name": "datasource", "type": "datasource", "query": "prometheus"},
+                            {"name": "node", "type": "query", "datasource": {"uid": "${datasource}"}}]},
+}  # fmt: skip
+DATASOURCES = [
+    {"uid": "glm-prometheus", "name": "Prometheus", "type": "prometheus"},
+    {"uid": "site-loki", "name": "Loki", "type": "loki"},
+]
+
+
+def test_a_datasource_must_exist_and_be_prometheus() -> None:
+    found, problem = datasource_problem(DATASOURCES, "glm-prometheus")
+    assert (found["name"], problem) == ("Prometheus", "")
+    assert datasource_problem(DATASOURCES, "nope") == (
+        None, "no datasource with uid 'nope' in this Grafana (it has: glm-prometheus (prometheus), site-loki (loki))"
+    )  # fmt: skip
+    assert datasource_problem(DATASOURCES, "site-loki")[1] == "datasource 'site-loki' is of type 'loki', not prometheus"
+    assert datasource_problem([], "x")[1].endswith("(it has: none)")
+
+
+def test_the_datasource_variable_opens_on_the_named_datasource() -> None:
+    desired = with_datasource(DASHBOARD, DATASOURCES[0])
+    variable = desired["templating"]["list"][0]
+    assert variable["current"] == {"selected": True, "text": "Prometheus", "value": "glm-prometheus"}
+    assert "current" not in desired["templating"]["list"][1]
+    assert "id" not in desired
+    assert "current" not in DASHBOARD["templating"]["list"][0], "the input is left as it was"
+
+
+def test_grafana_is_written_only_when_its_copy_differs() -> None:
+    desired = with_datasource(DASHBOARD, DATASOURCES[0])
+    stored = {"dashboard": {**desired, "id": 3, "version": 4}, "meta": {"folderUid": "glm-fleet"}}
+    assert differs(None, desired, "glm-fleet")
+    assert not differs(stored, desired, "glm-fleet")
+    assert differs(stored, desired, "")
+    assert differs({**stored, "dashboard": {**stored["dashboard"], "title": "edited in the UI"}}, desired, "glm-fleet")
+
+
+def test_the_save_overwrites_by_uid_in_the_folder() -> None:
+    body = save_body({"uid": "glm-fleet", "title": "t"}, "glm-fleet")
+    assert body == {"dashboard": {"uid": "glm-fleet", "title": "t", "id": None}, "overwrite": True,
+                    "message": "glm.fleet.monitoring", "folderUid": "glm-fleet"}  # fmt: skip
+    assert "folderUid" not in save_body({"uid": "u", "title": "t"}, "")
