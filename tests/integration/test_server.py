@@ -56,7 +56,8 @@ def test_every_node_serves_through_both_apis(runner: Runner, serving: list[str])
     assert set(results) == set(serving)
     for node, res in results.items():
         assert res["ready"], f"{node}: {res}"
-        assert res["checks"]["chat"]["detail"].startswith("generated: Hello from GLM-5.3-Flash")
+        # The chat check asks for 8 tokens: the answer is cut there, as SGLang cuts it.
+        assert res["checks"]["chat"]["detail"].startswith("generated: Hello from GLM")
         assert res["checks"]["messages"]["ok"]
 
 

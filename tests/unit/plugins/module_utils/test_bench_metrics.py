@@ -14,6 +14,7 @@ from ansible_collections.glm.fleet.plugins.module_utils._bench_metrics import (
     percentile,
     recipe_comparison,
 )
+from ansible_collections.glm.fleet.plugins.module_utils._bench_report import markdown, summary
 
 LYCEUM = {"input": 0.20, "cached_input": 0.05, "output": 0.50}
 
@@ -113,3 +114,15 @@ def test_busy_throughput_counts_the_tokens_that_arrived_while_every_client_was_b
     assert busy_throughput([first, second], (10.0, 14.0)) == pytest.approx(6 / 4)
     assert level_metrics(2, [first, second], 7.0, (10.0, 14.0))["busy_output_throughput"] == pytest.approx(1.5)
     assert level_metrics(2, [first, second], 7.0)["busy_output_throughput"] is None
+
+
+def test_the_report_says_so_when_no_level_is_fast_enough_to_price() -> None:
+    report = {
+        "model": "m", "targets": ["https://gw"], "via": "gateway", "gpus": 4,
+        "benchmark": {"input_tokens": 10, "output_tokens": 10, "requests_per_client": 1},
+        "levels": [{**LEVELS[2], "requests": 1, "failed": 0, "ttft_ms": {"p50": 1, "p95": 2, "p99": 3},
+                    "itl_ms": {"p50": 1, "p95": 2, "p99": 3}}],
+        "recipe_comparison": [], "hosted": {"name": "Lyceum"}, "cost_min_user_tps": 140, "cost": None,
+    }  # fmt: skip
+    assert "No level reached 140 tok/s per user: no operating point to price." in markdown(report)
+    assert summary(report)[-1] == "no level reached 140 tok/s per user: no cost computed"
