@@ -17,6 +17,9 @@ DEBIAN_PACKAGES := debootstrap docker-registry apache2-utils busybox-static apt-
 # The distribution's docker engine, unless an engine (docker-ce, docker.io) is installed already.
 DOCKER_PACKAGE := $(if $(shell command -v dockerd),,docker.io)
 SANITY_ROOT := build/sanity/ansible_collections/glm/fleet
+# Scenarios run in this many lanes at once (tools/molecule_lanes.py): a scenario waits on systemd,
+# docker and SSH as much as it computes, so two lanes finish sooner on two cores than one.
+MOLECULE_LANES ?= 2
 MOLECULE_SCENARIOS := $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
 
 .PHONY: help deps venv engine lab lab-up lab-down lab-status site test check lint collection-copy sanity unit molecule integration build clean bench client-lock docs dashboards ee
@@ -83,8 +86,7 @@ unit: collection-copy
 molecule: engine ## every molecule scenario (systemd containers from the lab image)
 	$(BIN)/python tests/lab/lab.py image
 	$(BIN)/python tests/lab/lab.py services
-	for s in $(MOLECULE_SCENARIOS); do start=$$(date +%s); molecule test -s $$s || exit 1; \
-	  echo "make: molecule scenario $$s took $$(( $$(date +%s) - start )) s"; done
+	$(BIN)/python tools/molecule_lanes.py --lanes $(MOLECULE_LANES) $(MOLECULE_SCENARIOS)
 
 # In fleet order: the lab itself, refusals on fresh nodes, site.yml from scratch, then what runs on it.
 INTEGRATION_TESTS := test_lab test_refusals test_site test_server test_gateway test_monitoring test_bench test_artifacts test_faults test_claude_code

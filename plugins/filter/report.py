@@ -16,6 +16,10 @@ description:
     server with C(node), C(server), C(port), C(ready), C(failed_check), C(detail), C(latency_ms),
     C(ttft_ms), C(served_model), C(revision) and C(drift).
   - The filters C(fleet_report_table) and C(fleet_report_markdown) render those rows as text.
+  - C(fleet_report_state) drops the timings (C(latency_ms), C(ttft_ms)) from the rows, and
+    C(fleet_report_markdown) leaves them out, so that the report files change only when the
+    fleet's state does (a no-op run changes nothing on the controller); the play's output table
+    shows them.
 author:
   - glm.fleet contributors (@glm-fleet)
 options:
@@ -52,6 +56,9 @@ COLUMNS = [
     ("revision", "revision"),
     ("drift", "drift"),
 ]
+
+TIMINGS = frozenset({"latency_ms", "ttft_ms"})  # this probe's measurements, not the fleet's state
+STATE_COLUMNS = [(name, title) for name, title in COLUMNS if name not in TIMINGS]
 
 
 def row(node: str, result: Any, instance: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -126,10 +133,15 @@ def fleet_report_table(rows: list[dict[str, Any]], gateway: dict[str, Any] | Non
     return [*lines, summary, *gateway_lines(gateway)]
 
 
+def fleet_report_state(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows without this probe's timings: what the report files keep."""
+    return [{key: value for key, value in r.items() if key not in TIMINGS} for r in rows]
+
+
 def fleet_report_markdown(rows: list[dict[str, Any]], gateway: dict[str, Any] | None = None) -> str:
-    head = "| " + " | ".join(title for _name, title in COLUMNS) + " |"
-    rule = "|" + "|".join(" --- " for _column in COLUMNS) + "|"
-    body = ["| " + " | ".join(cell(r.get(name)).replace("|", "\\|") for name, _t in COLUMNS) + " |" for r in rows]
+    head = "| " + " | ".join(title for _name, title in STATE_COLUMNS) + " |"
+    rule = "|" + "|".join(" --- " for _column in STATE_COLUMNS) + "|"
+    body = ["| " + " | ".join(cell(r.get(name)).replace("|", "\\|") for name, _t in STATE_COLUMNS) + " |" for r in rows]
     ready = sum(1 for r in rows if r["ready"])
     summary = f"{ready}/{len(rows)} servers ready on {len({r['node'] for r in rows})} nodes."
     door = ["", "## Gateway", "", *(f"- {line.strip()}" for line in gateway_lines(gateway))] if gateway else []
@@ -142,4 +154,5 @@ class FilterModule:
             "fleet_report": fleet_report,
             "fleet_report_table": fleet_report_table,
             "fleet_report_markdown": fleet_report_markdown,
+            "fleet_report_state": fleet_report_state,
         }

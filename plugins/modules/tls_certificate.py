@@ -95,26 +95,9 @@ import re
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.glm.fleet.plugins.module_utils import _tls
+from ansible_collections.glm.fleet.plugins.module_utils._files import read, write_private
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-
-
-def read(path: str) -> bytes | None:
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except FileNotFoundError:
-        return None
-
-
-def write_private(path: str, data: bytes, mode: int) -> None:
-    """Written whole (a temporary file renamed over it), with its mode from the start."""
-    tmp = f"{path}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.chmod(tmp, mode)
-    os.replace(tmp, path)
 
 
 def plan(params: dict) -> tuple[dict[str, str], list[str]]:

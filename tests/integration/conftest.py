@@ -119,9 +119,9 @@ def runner(tmp_path: Path, lab_state: dict[str, Any]) -> Runner:
     return Runner(tmp_path)
 
 
-def site_stage(tmp: Path, tags: str) -> None:
+def site_stage(tmp: Path, tags: str, extravars: dict[str, Any] | None = None) -> None:
     """Run site.yml's stages `tags` on the lab (a module's fixture: the stage it tests, converged)."""
-    run = Runner(tmp).playbook(REPO / "site.yml", tags=tags)
+    run = Runner(tmp).playbook(REPO / "site.yml", tags=tags, extravars=extravars or {})
     assert run.status == "successful", run_log(run)
 
 

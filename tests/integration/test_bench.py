@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,25 +14,34 @@ from typing import Any
 
 import pytest
 from conftest import REPO, Runner, lab, run_log, site_stage
-from test_gateway import developer_key, in_node, server_containers
+from test_gateway import developer_key, in_node, router_workers, server_containers
 
 PLAYBOOK = REPO / "playbooks" / "bench_serving.yml"
 PACE_FILE = "/tmp/glm-standin-seconds-per-token"  # noqa: S108 - the stand-in's switches, inside its container
 CAP_FILE = "/tmp/glm-standin-max-tokens-per-second"  # noqa: S108
 RATE, CAP = 20.0, 60.0  # tokens/s of one stream, and of one server (low enough that 2 cores carry it)
-USERS = 24  # enough that every one of the 3 servers has at least CAP / RATE = 3 streams, however they are routed
+USERS = 24  # 8 streams on each of the 3 servers (round-robin), well over CAP / RATE = 3
 
 
 @pytest.fixture(scope="module")
 def paced_fleet(lab_state: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[tuple[str, str]]]:
-    site_stage(tmp_path_factory.mktemp("bench"), "server,gateway")
+    # Round-robin routing: every server gets a third of the streams, so 24 users saturate all three
+    # caps. (With cache_aware, SMG sent a just-restarted server about twice the others' share.)
+    site_stage(tmp_path_factory.mktemp("bench"), "server,gateway", {"gateway_policy": "round_robin"})
     nodes = [n["container"] for n in lab_state["nodes"] if n["group"] == "gpu_nodes"]
     servers = server_containers(nodes)
     for node, name in servers:
         in_node(node, "docker", "exec", name, "sh", "-c", f"echo {1 / RATE} > {PACE_FILE}; echo {CAP} > {CAP_FILE}")
+    # The router must count all three healthy (an earlier test stops and restarts servers), or the
+    # load goes to fewer servers than the cap assumes.
+    deadline = time.monotonic() + 60
+    while len(router_workers()) != len(servers) or not all(router_workers().values()):
+        assert time.monotonic() < deadline, f"the router does not count every server healthy: {router_workers()}"
+        time.sleep(1)
     yield servers
     for node, name in server_containers(nodes):
         in_node(node, "docker", "exec", name, "rm", "-f", PACE_FILE, CAP_FILE)
+    site_stage(tmp_path_factory.mktemp("bench-restore"), "gateway")
 
 
 def png_chunks(data: bytes) -> list[tuple[bytes, bytes]]:
@@ -48,10 +58,19 @@ def png_chunks(data: bytes) -> list[tuple[bytes, bytes]]:
     return chunks
 
 
+def served(servers: list[tuple[str, str]]) -> dict[str, int]:
+    """Each server's count of chat completions (the stand-in logs one JSON line per request)."""
+    return {
+        f"{node}/{name}": in_node(node, "docker", "logs", name).count('"path": "/v1/chat/completions"')
+        for node, name in servers
+    }
+
+
 def test_the_benchmark_measures_the_rate_and_the_cap_the_servers_were_set_to(
     runner: Runner, paced_fleet: list[tuple[str, str]], tmp_path: Path
 ) -> None:
     report = tmp_path / "bench-report"
+    before = served(paced_fleet)
     run = runner.playbook(PLAYBOOK, extravars={
         "bench_serving_concurrency": [1, USERS], "bench_serving_input_tokens": 200, "bench_serving_output_tokens": 48,
         "bench_serving_requests_per_client": 2, "bench_serving_report_dir": str(report),
@@ -63,13 +82,21 @@ def test_the_benchmark_measures_the_rate_and_the_cap_the_servers_were_set_to(
     assert data["targets"] == [f"https://{lab.SITE_CACHE_ADDRESS}:443"]
     assert data["gpus"] == 12  # gpu-1's server (4) and gpu-2's two (8)
     alone, busy = data["levels"]
+    after = served(paced_fleet)
+    spread = {server: after[server] - before[server] for server in after}
+    pacing = {
+        f"{node}/{name}": in_node(node, "docker", "exec", name, "cat", PACE_FILE, CAP_FILE).split()
+        for node, name in paced_fleet
+    }
+    print(f"bench: {USERS} users, busy {busy['busy_output_throughput']} tok/s, requests per server {spread}")
+    assert sum(spread.values()) == 2 + 2 + 2 * USERS, spread  # two probes to size the prompts, then the levels
     for level in (alone, busy):
         assert level["failed"] == 0
         assert level["mean_output_tokens"] == 48.0
         assert level["mean_input_tokens"] == pytest.approx(200, rel=0.02)
     # One user streams at the servers' per-stream rate; 24 saturate the three servers' caps.
     assert alone["per_user_tps"] == pytest.approx(RATE, rel=0.05)
-    assert busy["busy_output_throughput"] == pytest.approx(3 * CAP, rel=0.05)
+    assert busy["busy_output_throughput"] == pytest.approx(3 * CAP, rel=0.05), (busy, spread, pacing)
     assert busy["output_throughput"] <= busy["busy_output_throughput"] * 1.02
     assert busy["per_user_tps"] < RATE / 2
 
@@ -99,12 +126,7 @@ def test_the_benchmark_measures_the_rate_and_the_cap_the_servers_were_set_to(
 
 
 def test_bad_settings_are_refused_before_any_request(runner: Runner, paced_fleet: list[tuple[str, str]]) -> None:
-    def served() -> int:
-        return sum(
-            in_node(node, "docker", "logs", name).count('"path": "/v1/chat/completions"') for node, name in paced_fleet
-        )
-
-    before = served()
+    before = served(paced_fleet)
     run = runner.playbook(
         PLAYBOOK, extravars={"bench_serving_concurrency": [8, 0], "bench_serving_output_tokens": 199999}
     )
@@ -112,4 +134,4 @@ def test_bad_settings_are_refused_before_any_request(runner: Runner, paced_fleet
     log = run_log(run)
     assert "bench_serving_concurrency must be a list of distinct whole numbers 1-4096; got: [8, 0]" in log
     assert "bench_serving_input_tokens + bench_serving_output_tokens (1024 + 199999) exceed" in log
-    assert served() == before
+    assert served(paced_fleet) == before

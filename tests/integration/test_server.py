@@ -146,9 +146,12 @@ def test_a_restarted_server_loads_its_kernels_from_the_images_jit_cache(runner: 
     print(f"cold start: {compiled[0]}; a restart with the cache was ready {ready:.1f} s after systemctl restart")
 
 
-def test_a_changed_variable_restarts_every_node_in_turn(runner: Runner, serving: list[str]) -> None:
+def test_a_changed_variable_restarts_every_node_in_turn_and_the_api_key_appears_nowhere(
+    runner: Runner, serving: list[str]
+) -> None:
+    key = api_key()
     before = {node: container_id(node) for node in serving}
-    run = runner.playbook(PLAYBOOK, extravars={"sglang_server_max_running_requests": 128})
+    run = runner.playbook(PLAYBOOK, extravars={"sglang_server_max_running_requests": 128}, verbosity=3)
     try:
         assert run.status == "successful", run_log(run)
         for node in serving:
@@ -159,38 +162,9 @@ def test_a_changed_variable_restarts_every_node_in_turn(runner: Runner, serving:
         # One canary, then the rest: the restarts ran in separate batches.
         plays = [e["event_data"]["play"] for e in run.events if e.get("event") == "playbook_on_play_start"]
         assert len(plays) == len(serving)
-    finally:
-        restore = runner.playbook(PLAYBOOK)
-        assert restore.status == "successful", run_log(restore)
-
-
-def test_a_canary_that_never_becomes_healthy_stops_the_rollout(runner: Runner, serving: list[str]) -> None:
-    canary, rest = serving[0], serving[1:]
-    before = {node: container_id(node) for node in serving}
-    unit_before = {node: node_exec(node, "cat", f"/etc/systemd/system/{UNIT}.service") for node in rest}
-    broken = {"GLM_STANDIN_LOAD_SECONDS": "1", "GLM_STANDIN_FAULT": "never_ready"}
-    run = runner.playbook(PLAYBOOK, extravars={"sglang_server_env": broken, "sglang_server_ready_timeout": 8})
-    try:
-        assert run.status == "failed", run_log(run)
-        assert set(run.stats["failures"]) == {canary}
-        assert container_id(canary) != before[canary]
-        for node in rest:
-            assert container_id(node) == before[node], f"{node} was restarted after the canary failed"
-            assert node_exec(node, "cat", f"/etc/systemd/system/{UNIT}.service") == unit_before[node]
-        untouched = health(runner, ",".join(rest), timeout=10) if rest else {}
-        assert all(res["ready"] for res in untouched.values()), untouched
-    finally:
-        restore = runner.playbook(PLAYBOOK)
-        assert restore.status == "successful", run_log(restore)
-
-
-def test_api_key_appears_nowhere(runner: Runner, serving: list[str]) -> None:
-    key = api_key()
-    node = serving[0]
-    run = runner.playbook(PLAYBOOK, extravars={"sglang_server_max_running_requests": 200}, verbosity=3)
-    try:
-        assert run.status == "successful", run_log(run)
+        # The key, through a restart at -vvv: not in the output, argv, the unit, the journal, docker.
         assert key not in run_log(run), "the API key appeared in -vvv output"
+        node = serving[0]
         assert key not in node_exec(node, "ps", "-eo", "args")
         assert key not in node_exec(node, "cat", f"/etc/systemd/system/{UNIT}.service")
         assert key not in node_exec(node, "journalctl", "--no-pager", "-u", UNIT)
@@ -199,6 +173,42 @@ def test_api_key_appears_nowhere(runner: Runner, serving: list[str]) -> None:
     finally:
         restore = runner.playbook(PLAYBOOK)
         assert restore.status == "successful", run_log(restore)
+
+
+def test_a_canary_that_never_becomes_healthy_is_rolled_back_and_stops_the_rollout(
+    runner: Runner, serving: list[str]
+) -> None:
+    canary, rest = serving[0], serving[1:]
+    env_file = f"/etc/glm-fleet/sglang/{UNIT}.env"
+    before = {node: container_id(node) for node in serving}
+    unit_before = {node: node_exec(node, "cat", f"/etc/systemd/system/{UNIT}.service") for node in serving}
+    env_before = node_exec(canary, "cat", env_file)  # the lab's environment (its stand-in's settings)
+    assert "GLM_STANDIN_FAULT" not in env_before
+    broken = {"GLM_STANDIN_LOAD_SECONDS": "1", "GLM_STANDIN_FAULT": "never_ready"}
+    run = runner.playbook(PLAYBOOK, extravars={"sglang_server_env": broken, "sglang_server_ready_timeout": 8})
+    try:
+        assert run.status == "failed", run_log(run)
+        assert set(run.stats["failures"]) == {canary}
+        log = run_log(run)
+        # The message names the check that failed, and the rollback's outcome.
+        assert f"{UNIT} (port 18080): SGLang at 127.0.0.1:18080 is not ready after" in log
+        assert "check health failed" in log
+        assert "Rolled back to its last good version (unit, keys, environment), which serves again." in log
+        # The canary runs its last good version again: its unit and env file, a new container, healthy.
+        assert container_id(canary) not in ("", before[canary])
+        assert node_exec(canary, "cat", f"/etc/systemd/system/{UNIT}.service") == unit_before[canary]
+        assert node_exec(canary, "cat", env_file) == env_before
+        assert "GLM_STANDIN_FAULT" not in node_exec(canary, "docker", "inspect", "-f", "{{.Config.Env}}", UNIT)
+        for node in rest:
+            assert container_id(node) == before[node], f"{node} was restarted after the canary failed"
+            assert node_exec(node, "cat", f"/etc/systemd/system/{UNIT}.service") == unit_before[node]
+        fleet = health(runner, ",".join(serving), timeout=30)
+        assert all(res["ready"] for res in fleet.values()), fleet
+    finally:
+        restore = runner.playbook(PLAYBOOK)
+        assert restore.status == "successful", run_log(restore)
+    # Rolled back completely: the inventory's version changes nothing on the canary.
+    assert restore.stats["changed"].get(canary, 0) == 0, run_log(restore)
 
 
 def test_the_serving_key_is_not_an_admin_key(serving: list[str]) -> None:

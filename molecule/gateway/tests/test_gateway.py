@@ -32,8 +32,9 @@ def curl(
         parts.append(f"-H '{header}: {value}'")
     if body is not None:
         parts.append(f"-H 'content-type: application/json' -d '{json.dumps(body)}'")
-    parts.append(f"https://glm-molecule-node{path}")
-    out = host.run(" ".join(parts) + " --resolve glm-molecule-node:443:127.0.0.1").stdout
+    name = host.backend.host  # the node's inventory name, which the certificate is issued for
+    parts.append(f"https://{name}{path}")
+    out = host.run(" ".join(parts) + f" --resolve {name}:443:127.0.0.1").stdout
     text, _newline, status = out.rpartition("\n")
     return status, text
 
@@ -66,7 +67,7 @@ def test_the_certificate_is_the_site_cas_and_names_the_host(host) -> None:  # no
     ca = (SECRETS / "ca" / "ca.pem").read_text()
     assert host.file("/etc/glm-fleet/gateway/tls/ca.pem").content_string == ca
     subject = host.check_output("openssl x509 -in /etc/glm-fleet/gateway/tls/gateway.pem -noout -ext subjectAltName")
-    assert "DNS:glm-molecule-node" in subject
+    assert f"DNS:{host.backend.host}" in subject
     verify = host.run("openssl verify -CAfile /etc/glm-fleet/gateway/tls/ca.pem /etc/glm-fleet/gateway/tls/gateway.pem")
     assert verify.rc == 0, verify.stderr
     tls_key = host.file("/etc/glm-fleet/gateway/tls/gateway.key")

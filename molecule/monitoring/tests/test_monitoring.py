@@ -71,7 +71,7 @@ def test_every_target_is_up(host) -> None:  # noqa: ANN001
 def test_the_servers_metrics_and_its_generation_probe_reach_prometheus(host) -> None:  # noqa: ANN001
     running = query(host, 'sglang:num_running_reqs{job="glm-sglang"}')
     assert running, "no sglang:num_running_reqs in Prometheus"
-    assert running[0]["metric"]["node"] == "glm-molecule-node"
+    assert running[0]["metric"]["node"] == host.backend.host
     assert running[0]["metric"]["model_name"] == "zai-org/GLM-5.3-Flash"
     probe = query(host, 'probe_success{job="glm-health-generate"}')
     assert [p["value"][1] for p in probe] == ["1"], probe

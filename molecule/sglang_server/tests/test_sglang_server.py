@@ -158,3 +158,15 @@ def test_a_killed_container_is_restarted_by_systemd(host) -> None:  # noqa: ANN0
     assert log.rstrip().count("from the JIT cache at /root/.cache/sglang/deep_gemm") >= 1, log
     cache = f"/var/lib/glm-fleet/sglang-cache/{lab_image().split('@sha256:')[1][:16]}/deep_gemm"
     assert host.run(f"ls {cache}/glm-standin-kernels-*.cubin").rc == 0
+
+
+def test_the_version_that_passed_the_gate_is_kept_to_roll_back_to(host) -> None:  # noqa: ANN001
+    last_good = host.file(f"/etc/glm-fleet/sglang/last-good/{UNIT}")
+    assert last_good.is_directory
+    assert last_good.mode == 0o700
+    unit = f"/etc/systemd/system/{UNIT}.service"
+    manifest = json.loads(host.file(f"{last_good.path}/manifest.json").content_string)
+    assert manifest[unit] == {"present": True, "mode": 0o644}
+    copy = host.file(f"{last_good.path}/{unit.replace('/', '%2F')}")
+    assert copy.mode == 0o600
+    assert copy.content_string == host.file(unit).content_string

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ansible_collections.glm.fleet.plugins.filter.report import (
     fleet_report,
     fleet_report_markdown,
+    fleet_report_state,
     fleet_report_table,
 )
 
@@ -72,6 +73,21 @@ def test_table_and_markdown_have_a_row_per_node_and_a_total() -> None:
     assert "| gpu-1 | - | - | yes |" in md
     assert md.count("\n| gpu-") == 2
     assert "1/2 servers ready on 2 nodes." in md
+
+
+def test_the_files_keep_the_state_and_the_output_the_timings() -> None:
+    """A second probe of the same fleet measures other timings: the table shows them, the files'
+    rows and Markdown are the same for both probes (a no-op run leaves the files unchanged)."""
+    first, second = ready(), ready() | {"ttft_ms": 77.7, "checks": CHECKS_OK | {"health": {"latency_ms": 9.9}}}
+    rows_first, rows_second = fleet_report({"gpu-1": first}), fleet_report({"gpu-1": second})
+    assert "41.0" in fleet_report_table(rows_first)[1]
+    assert "77.7" in fleet_report_table(rows_second)[1]
+    assert "9.9" in fleet_report_table(rows_second)[1]
+    assert fleet_report_state(rows_first) == fleet_report_state(rows_second)
+    assert set(fleet_report_state(rows_first)[0]) == set(rows_first[0]) - {"latency_ms", "ttft_ms"}
+    assert fleet_report_markdown(rows_first) == fleet_report_markdown(rows_second)
+    assert "TTFT" not in fleet_report_markdown(rows_first)
+    assert rows_first[0]["ttft_ms"] == 41.0  # the rows themselves are untouched
 
 
 def looped(*instances: tuple[str, int, dict]) -> dict:

@@ -1,0 +1,78 @@
+"""glm.fleet.file_snapshot: a set of files saved as they are and put back as they were."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.glm.fleet.plugins.modules.file_snapshot import restore, save, stored_name
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_restore_puts_back_contents_modes_and_absence(tmp_path: Path) -> None:
+    unit, env, config = tmp_path / "a.service", tmp_path / "a.env", tmp_path / "a.yaml"
+    unit.write_text("old unit\n")
+    unit.chmod(0o644)
+    config.write_text("api-key: old\n")
+    config.chmod(0o600)
+    snap = tmp_path / "previous" / "a"
+    files = save([str(unit), str(env), str(config)], str(snap), check=False)
+    assert [(f["present"], f["changed"]) for f in files] == [(True, True), (False, True), (True, True)]
+    assert mode(snap) == 0o700
+    assert all(mode(p) == 0o600 for p in snap.iterdir())
+    assert (snap / stored_name(str(unit))).read_text() == "old unit\n"
+
+    # The new version: a changed unit, an env file that did not exist, the config gone.
+    unit.write_text("new unit\n")
+    env.write_text("FAULT=1\n")
+    config.unlink()
+    files = restore(str(snap), check=False)
+    assert {f["path"]: f["changed"] for f in files} == {str(unit): True, str(env): True, str(config): True}
+    assert unit.read_text() == "old unit\n"
+    assert mode(unit) == 0o644
+    assert not env.exists()
+    assert config.read_text() == "api-key: old\n"
+    assert mode(config) == 0o600
+    # Restored: restoring again changes nothing.
+    assert not any(f["changed"] for f in restore(str(snap), check=False))
+
+
+def test_saving_the_same_files_again_changes_nothing(tmp_path: Path) -> None:
+    unit = tmp_path / "a.service"
+    unit.write_text("unit\n")
+    snap = tmp_path / "snap"
+    save([str(unit)], str(snap), check=False)
+    before = {p.name: p.stat().st_mtime_ns for p in snap.iterdir()}
+    assert not any(f["changed"] for f in save([str(unit)], str(snap), check=False))
+    assert {p.name: p.stat().st_mtime_ns for p in snap.iterdir()} == before
+    unit.write_text("unit 2\n")
+    assert [f["changed"] for f in save([str(unit)], str(snap), check=False)] == [True]
+    assert (snap / stored_name(str(unit))).read_text() == "unit 2\n"
+
+
+def test_check_mode_reports_without_writing(tmp_path: Path) -> None:
+    unit = tmp_path / "a.service"
+    unit.write_text("unit\n")
+    snap = tmp_path / "snap"
+    assert [f["changed"] for f in save([str(unit)], str(snap), check=True)] == [True]
+    assert not snap.exists()
+    save([str(unit)], str(snap), check=False)
+    unit.write_text("changed\n")
+    assert [f["changed"] for f in restore(str(snap), check=True)] == [True]
+    assert unit.read_text() == "changed\n"
+
+
+def test_restoring_without_a_snapshot_says_so(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match=f"no snapshot in {tmp_path}"):
+        restore(str(tmp_path), check=False)
+
+
+def test_stored_names_cannot_collide() -> None:
+    assert stored_name("/etc/a%2Fb") != stored_name("/etc/a/b")
+    assert os.sep not in stored_name("/etc/systemd/system/x.service")

@@ -1,0 +1,82 @@
+"""Run molecule scenarios in lanes that run at once: with N lanes, the i-th scenario (sorted by name)
+goes to lane i mod N, and each lane runs its scenarios one after another. Each scenario's node is
+named glm-molecule-<scenario> (GLM_MOLECULE_NODE, read by .config/molecule/config.yml) so lanes
+never share a container. A scenario's output goes to build/molecule/<scenario>.log and is printed
+whole when it ends, so lanes do not interleave. After a failure no lane starts another scenario;
+the exit status is 1 if any scenario failed.
+
+    python3 tools/molecule_lanes.py --lanes 2 claude_code gateway ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+LOGS = Path(__file__).resolve().parent.parent / "build" / "molecule"
+
+
+def lanes_for(scenarios: list[str], lanes: int) -> list[list[str]]:
+    ordered = sorted(scenarios)
+    return [ordered[i::lanes] for i in range(lanes) if ordered[i::lanes]]
+
+
+def node_name(scenario: str) -> str:
+    return "glm-molecule-" + scenario.replace("_", "-")
+
+
+class Runner:
+    def __init__(self, molecule: str) -> None:
+        self.molecule = molecule
+        self.failed: list[str] = []
+        self.lock = threading.Lock()
+
+    def scenario(self, name: str) -> bool:
+        log = LOGS / f"{name}.log"
+        env = dict(os.environ, GLM_MOLECULE_NODE=node_name(name))
+        start = time.monotonic()
+        with log.open("wb") as out:
+            status = subprocess.call([self.molecule, "test", "-s", name], stdout=out, stderr=subprocess.STDOUT, env=env)
+        took = time.monotonic() - start
+        with self.lock:
+            sys.stdout.write(log.read_text(errors="replace"))
+            verdict = "took" if status == 0 else "FAILED after"
+            print(f"make: molecule scenario {name} {verdict} {took:.0f} s", flush=True)
+            if status != 0:
+                self.failed.append(name)
+        return status == 0
+
+    def lane(self, scenarios: list[str]) -> None:
+        for name in scenarios:
+            if self.failed or not self.scenario(name):
+                return
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="Run molecule scenarios in lanes that run at once.")
+    parser.add_argument("--lanes", type=int, default=2)
+    parser.add_argument("--molecule", default="molecule")
+    parser.add_argument("scenarios", nargs="+")
+    args = parser.parse_args()
+    if args.lanes < 1:
+        parser.error(f"--lanes must be at least 1, got {args.lanes}")
+    LOGS.mkdir(parents=True, exist_ok=True)
+    runner = Runner(args.molecule)
+    threads = [threading.Thread(target=runner.lane, args=(lane,)) for lane in lanes_for(args.scenarios, args.lanes)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if runner.failed:
+        print(f"make: molecule scenarios failed: {', '.join(runner.failed)}", flush=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
