@@ -88,8 +88,9 @@ molecule: engine ## every molecule scenario (systemd containers from the lab ima
 	$(BIN)/python tests/lab/lab.py services
 	$(BIN)/python tools/molecule_lanes.py --lanes $(MOLECULE_LANES) $(MOLECULE_SCENARIOS)
 
-# In fleet order: the lab itself, refusals on fresh nodes, site.yml from scratch, then what runs on it.
-INTEGRATION_TESTS := test_lab test_refusals test_site test_server test_gateway test_monitoring test_bench test_artifacts test_faults test_claude_code
+# In fleet order: the lab itself, refusals on fresh nodes, site.yml from scratch, then what runs on it;
+# the benchmark last (it leaves the gateway on round-robin routing).
+INTEGRATION_TESTS := test_lab test_refusals test_site test_server test_gateway test_monitoring test_artifacts test_faults test_claude_code test_bench
 
 # The integration tests run on the shape of a real site: 2 GPU nodes (gpu-1 a 4-GPU board, gpu-2 an
 # 8-GPU board with two servers: 3 servers behind the gateway), a site cache that is also the

@@ -1,7 +1,8 @@
 # Copyright: glm.fleet contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Controller side of glm.fleet.hf_snapshot: plan, check free space, fetch file by file with a
-progress line per file (bytes done / total, rate, ETA), then verify and record."""
+progress line per file (bytes done / total, rate, ETA), then verify and record; or, with
+step=prune, only the host's pruning of older revisions."""
 
 from __future__ import annotations
 
@@ -46,8 +47,13 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         del tmp
         args = {k: v for k, v in self._task.args.items() if k not in ("step", "files", "manifest")}
-        host = task_vars.get("inventory_hostname", "?")
+        if self._task.args.get("step") == "prune":  # one step on the host, no download
+            return {**result, **self.step(args, task_vars, step="prune")}
+        return self.fetch(result, args, task_vars)
 
+    def fetch(self, result: dict, args: dict, task_vars: dict) -> dict:
+        """Plan, check free space, fetch batch by batch with progress lines, then finalize."""
+        host = task_vars.get("inventory_hostname", "?")
         plan = self.step(args, task_vars, step="plan")
         if plan.get("failed"):
             return plan

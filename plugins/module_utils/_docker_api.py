@@ -190,13 +190,15 @@ def pull_with_progress(
     return progress.summary()
 
 
-def stale_images(images: list[dict], ref: Reference) -> list[dict]:
-    """Images pulled by digest from the same repository that are not the pinned one. An image
-    built on the host (no digest of this repository) is never one of them."""
+def stale_images(images: list[dict], ref: Reference, keep: int = 0) -> list[dict]:
+    """Images pulled by digest from the same repository that are not the pinned one, less the
+    `keep` newest of them (by creation time: the versions to roll back to). An image built on the
+    host (no digest of this repository) is never one of them."""
     prefix = ref.pinned.split("@", 1)[0] + "@sha256:"
     out = []
     for image in images:
         digests = image.get("RepoDigests") or []
         if ref.pinned not in digests and any(d.startswith(prefix) for d in digests):
             out.append(image)
-    return out
+    out.sort(key=lambda image: int(image.get("Created") or 0), reverse=True)
+    return out[max(keep, 0) :]

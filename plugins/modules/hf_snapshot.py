@@ -68,9 +68,28 @@ options:
   step:
     description:
       - C(plan) lists the files and what is missing; C(fetch) fetches O(files); C(finalize) verifies and records.
+      - C(prune) removes this repository's revisions older than the O(keep_previous) newest others from the
+        cache (their snapshot directories, the blobs no remaining revision links, refs naming them), never
+        O(revision) or one in O(protect); it reads nothing from the network.
     type: str
-    choices: [plan, fetch, finalize]
+    choices: [plan, fetch, finalize, prune]
     default: plan
+  keep_previous:
+    description: With O(step=prune), how many older revisions stay, newest first (the versions a rollback returns to).
+    type: int
+    default: 1
+  protect:
+    description: With O(step=prune), revisions that stay whatever their age.
+    type: list
+    elements: str
+    default: []
+  protect_from:
+    description:
+      - With O(step=prune), files or directories whose files name revisions that stay, as C(--revision <40 hex>)
+        (the servers' systemd units, their last good versions).
+    type: list
+    elements: path
+    default: []
   files:
     description: Paths of the files to fetch (O(step=fetch)).
     type: list
@@ -140,8 +159,17 @@ EXAMPLES = r"""
 RETURN = r"""
 snapshot:
   description: The snapshot directory.
-  returned: always
+  returned: with O(step) C(plan), C(fetch) or C(finalize)
   type: str
+removed:
+  description: The revisions removed (or, in check mode, to remove).
+  returned: with O(step=prune)
+  type: list
+  elements: str
+freed_bytes:
+  description: Bytes of the blobs removed with them.
+  returned: with O(step=prune)
+  type: int
 total_bytes:
   description: Size of all the revision's files.
   returned: always
@@ -224,6 +252,7 @@ from ansible_collections.glm.fleet.plugins.module_utils._hf_model import (
     manifest_text,
     trusted_manifest,
 )
+from ansible_collections.glm.fleet.plugins.module_utils._hf_prune import named_revisions, prune
 
 
 def free_bytes(path: Path) -> int:
@@ -417,6 +446,11 @@ def run(module: AnsibleModule) -> dict:
             "source=mirror needs manifest_sha256, the sha256 of the manifest the site cache verified "
             f"(64 hex, handed over by Ansible, not read from the mirror); got: {p['manifest_sha256']!r}"
         )
+    if p["step"] == "prune":
+        repo = Paths(Path(p["cache_dir"]), p["repo_id"], p["revision"]).repo
+        protect = set(p["protect"]) | named_revisions([Path(d) for d in p["protect_from"]])
+        removed, freed = prune(repo, p["revision"], p["keep_previous"], protect, module.check_mode)
+        return {"changed": bool(removed), "removed": removed, "freed_bytes": freed}
     snap = Snapshot(p)
     entries = snap.entries()
     by_path = {e.path: e for e in entries}
@@ -494,7 +528,10 @@ def main() -> None:
             "endpoint": {"type": "str", "default": ""},
             "token": {"type": "str", "no_log": True},
             "python": {"type": "path", "default": "/opt/glm-fleet/hf/bin/python"},
-            "step": {"type": "str", "choices": ["plan", "fetch", "finalize"], "default": "plan"},
+            "step": {"type": "str", "choices": ["plan", "fetch", "finalize", "prune"], "default": "plan"},
+            "keep_previous": {"type": "int", "default": 1},
+            "protect": {"type": "list", "elements": "str", "default": []},
+            "protect_from": {"type": "list", "elements": "path", "default": []},
             "files": {"type": "list", "elements": "str", "default": []},
             "manifest": {"type": "dict"},
             "manifest_sha256": {"type": "str", "default": ""},

@@ -40,6 +40,12 @@ options:
       - Images built on the host, or pulled from another repository, are never touched.
     type: bool
     default: false
+  keep:
+    description:
+      - With O(prune), how many of the newest older images of the repository stay (the versions a
+        rollback returns to).
+    type: int
+    default: 0
   job_file:
     description:
       - Run the pull detached and record it in this file (JSON, mode 0600, no credentials).
@@ -200,7 +206,7 @@ def start_job(p: dict, ref: Reference, engine: Engine) -> dict:
 
 
 def prune(module: AnsibleModule, engine: Engine, ref: Reference, result: dict) -> None:
-    for stale in stale_images(engine.images(ref.repository), ref):
+    for stale in stale_images(engine.images(ref.repository), ref, module.params["keep"]):
         result["changed"] = True
         if module.check_mode:
             result["removed"].append(stale["Id"])
@@ -240,6 +246,7 @@ def main() -> None:
             "registry_username": {"type": "str"},
             "registry_password": {"type": "str", "no_log": True},
             "prune": {"type": "bool", "default": False},
+            "keep": {"type": "int", "default": 0},
             "job_file": {"type": "path"},
             "docker_socket": {"type": "path", "default": "/var/run/docker.sock"},
             "timeout": {"type": "int", "default": 600},

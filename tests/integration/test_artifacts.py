@@ -52,11 +52,11 @@ def snapshot_result(run: Any) -> dict[str, Any]:
     raise AssertionError("no glm.fleet.hf_snapshot result in the run:\n" + run_log(run))
 
 
-def failure_message(run: Any) -> str:
+def failure_message(run: Any, host: str = TARGET) -> str:
     messages = [
         e["event_data"]["res"].get("msg", "")
         for e in run.events
-        if e.get("event") == "runner_on_failed" and e["event_data"].get("host") == TARGET
+        if e.get("event") == "runner_on_failed" and e["event_data"].get("host") == host
     ]
     assert messages, run_log(run)
     return messages[-1]
@@ -384,6 +384,47 @@ def test_nodes_that_hold_their_weights_pass_without_the_site_cache(runner: Runne
     url = f"http://{lab.SITE_CACHE_ADDRESS}:8081/weights/zai-org/GLM-5.3-Flash/{REVISION}.manifest.json"
     assert f"cannot read {url}" in failures["gpu-1"], failures["gpu-1"]
     assert "start the site cache (site.yml --tags site_cache)" in failures["gpu-1"]
+
+
+FLIP = """
+import os, sys
+path = os.path.realpath(sys.argv[1])
+st = os.stat(path)
+with open(path, "r+b") as f:
+    f.seek(100)
+    byte = f.read(1)
+    f.seek(100)
+    f.write(bytes([byte[0] ^ 0xFF]))
+os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+"""
+
+
+def test_the_scheduled_full_verification_names_a_flipped_byte_and_changes_nothing(runner: Runner) -> None:
+    """A byte flipped in place with its mtime put back passes the routine (quick) check; the full
+    verification playbook fails on that node only, naming the file, with nothing changed."""
+    shard = "model-00004-of-00004.safetensors"
+    path = f"/var/lib/glm-fleet/huggingface/hub/models--zai-org--GLM-5.3-Flash/snapshots/{REVISION}/{shard}"
+    node_exec("gpu-1", "python3", "-c", FLIP, path)
+    flipped = node_exec("gpu-1", "sha256sum", path).stdout
+    try:
+        run = runner.playbook(REPO / "playbooks" / "verify_weights.yml")
+        assert run.status == "failed", run_log(run)
+        assert set(run.stats["failures"]) == {"gpu-1"}, run.stats
+        # Check mode: gpu-1 reports the fetch it would do, nothing is done (the file is still flipped).
+        assert run.stats["changed"] == {"gpu-1": 1}, run.stats
+        assert node_exec("gpu-1", "sha256sum", path).stdout == flipped
+        message = failure_message(run, "gpu-1")
+        assert (
+            f"gpu-1: 1 of 9 files of zai-org/GLM-5.3-Flash@{REVISION} are missing or do not verify: {shard}" in message
+        )
+        assert "ansible-playbook glm.fleet.artifacts -e model_weights_verify=full" in message
+        assert "gpu-2: all 9 files of zai-org/GLM-5.3-Flash@" in run_log(run)
+    finally:
+        repair = runner.playbook(
+            REPO / "playbooks" / "artifacts.yml", limit="gpu-1,cache-1", extravars={"model_weights_verify": "full"}
+        )
+    assert repair.status == "successful", run_log(repair)
+    assert [f["path"] for f in snapshot_result(repair)["fetched"]] == [shard]
 
 
 def test_a_signing_key_other_than_the_pinned_one_is_refused_before_apt_trusts_it(runner: Runner) -> None:

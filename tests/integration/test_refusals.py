@@ -344,3 +344,8 @@ DURATION = 'these must be a number and a unit (ms, s, m or h), e.g. 5m; got: {"m
 def test_monitoring_refuses_bad_input(runner: Runner, extravars: dict[str, Any], expected: str) -> None:
     message = refusal(runner, "glm.fleet.monitoring", extravars, target="cache-1")
     assert expected in message, message
+
+
+def test_image_retention_must_be_a_whole_number(runner: Runner) -> None:
+    message = refusal(runner, "glm.fleet.sglang_image", {"sglang_image_keep_previous": -1})
+    assert "gpu-2: sglang_image_keep_previous must be a whole number, 0 or more; got: -1" in message

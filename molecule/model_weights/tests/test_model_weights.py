@@ -101,3 +101,14 @@ def test_a_changed_file_is_detected_and_fetched_again(host) -> None:  # noqa: AN
     assert [f["path"] for f in result["to_fetch"]] == ["model-00002-of-00004.safetensors"]
     assert result["to_fetch"][0]["reason"] == "corrupt"
     assert host.file(host.check_output(f"readlink -f {shard}")).sha256sum == want
+
+
+def test_older_revisions_beyond_the_retention_are_pruned(host) -> None:  # noqa: ANN001
+    """prepare.yml left three older revisions; the oldest is named by a server unit."""
+    snapshots = SNAPSHOT.rsplit("/", 1)[0]
+    blobs = snapshots.rsplit("/", 1)[0] + "/blobs"
+    left = set(host.check_output(f"ls {snapshots}").split())
+    assert left == {REVISION, "3" * 40, "1" * 40}  # pinned, the newest older one, the one a unit names
+    assert not host.file(f"{blobs}/old-2222").exists
+    assert host.file(f"{blobs}/old-3333").exists
+    assert host.file(f"{snapshots}/{'3' * 40}/config.json").content_string == "3" * 40 + "\n"

@@ -83,3 +83,18 @@ def test_prune_removes_only_older_pulls_of_the_repository() -> None:
         {"Id": "sha256:retagged", "RepoDigests": ["registry.example.internal/team/sglang@sha256:" + "1" * 64]},
     ]
     assert [i["Id"] for i in d.stale_images(images, ref)] == ["sha256:old"]
+
+
+def test_prune_keeps_the_newest_older_images_to_roll_back_to() -> None:
+    ref = d.parse_reference(f"lmsysorg/sglang:glm-5.3-flash@{DIGEST}")
+    images = [
+        {"Id": "sha256:current", "Created": 400, "RepoDigests": [f"lmsysorg/sglang@{DIGEST}"]},
+        {"Id": "sha256:oldest", "Created": 100, "RepoDigests": ["lmsysorg/sglang@sha256:" + "0" * 64]},
+        {"Id": "sha256:previous", "Created": 300, "RepoDigests": ["lmsysorg/sglang@sha256:" + "2" * 64]},
+        {"Id": "sha256:older", "Created": 200, "RepoDigests": ["lmsysorg/sglang@sha256:" + "3" * 64]},
+        {"Id": "sha256:local", "Created": 500, "RepoDigests": None},
+    ]
+    assert [i["Id"] for i in d.stale_images(images, ref, keep=1)] == ["sha256:older", "sha256:oldest"]
+    assert [i["Id"] for i in d.stale_images(images, ref, keep=2)] == ["sha256:oldest"]
+    assert d.stale_images(images, ref, keep=3) == []
+    assert [i["Id"] for i in d.stale_images(images, ref)] == ["sha256:previous", "sha256:older", "sha256:oldest"]
