@@ -6,6 +6,7 @@ import base64
 import binascii
 import json
 import re
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -138,3 +139,14 @@ def host_results(run: ansible_runner.Runner, task: str | None = None) -> dict[st
 
 def run_log(run: ansible_runner.Runner) -> str:
     return run.stdout.read() if run.stdout else ""
+
+
+def router_workers() -> dict[str, bool]:
+    """The gateway router's own view (cache-1): each worker URL and whether it counts it healthy
+    (SMG's /workers, on the gateway's loopback, with the servers' key given on stdin)."""
+    script = 'read -r key; curl -s --max-time 5 -H "Authorization: Bearer $key" http://127.0.0.1:30000/workers'
+    body = subprocess.run(
+        ["docker", "exec", "-i", f"{lab.PREFIX}-cache-1", "bash", "-c", script],
+        input=(lab.STATE_DIR / "api_key").read_text().strip() + "\n", capture_output=True, text=True, check=False,
+    ).stdout  # fmt: skip
+    return {w["url"]: bool(w["is_healthy"]) for w in json.loads(body)["workers"]}

@@ -15,7 +15,7 @@ from typing import Any
 
 import anthropic
 import pytest
-from conftest import REPO, Runner, lab, run_log, site_stage
+from conftest import REPO, Runner, lab, router_workers, run_log, site_stage
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -49,6 +49,45 @@ def call(path: str, key: str, method: str = "POST", header: str = "Authorization
 
 def developer_key(name: str) -> str:
     return (SECRETS / "developer-keys" / f"{name}.key").read_text().strip()
+
+
+class StreamingLoad:
+    """CONCURRENCY developers streaming /v1/messages through the gateway, one request after the
+    other, until stopped: each request's start, end and what went wrong ("" when it answered)."""
+
+    def __init__(self, max_tokens: int) -> None:
+        self.client = anthropic.Anthropic(
+            base_url=f"https://{lab.SITE_CACHE_ADDRESS}", auth_token=developer_key("laptop-1"), api_key=None,
+            max_retries=0, http_client=anthropic.DefaultHttpxClient(
+                verify=ssl.create_default_context(cafile=str(SECRETS / "ca" / "ca.pem"))),
+        )  # fmt: skip
+        self.max_tokens = max_tokens
+        self.results: list[tuple[float, float, str]] = []
+        self.done = threading.Event()
+        self.threads = [threading.Thread(target=self.stream, args=(i,)) for i in range(CONCURRENCY)]
+
+    def stream(self, i: int) -> None:
+        while not self.done.is_set():
+            start = time.monotonic()
+            try:
+                with self.client.messages.stream(
+                    model="zai-org/GLM-5.3-Flash", max_tokens=self.max_tokens,
+                    messages=[{"role": "user", "content": f"client {i} at {start}"}],
+                ) as events:  # fmt: skip
+                    error = "" if "Hello from GLM-5.3-Flash" in events.get_final_text() else "a wrong answer"
+            except (anthropic.APIError, OSError) as e:
+                error = f"{type(e).__name__}: {e}"
+            self.results.append((start, time.monotonic(), error))
+
+    def __enter__(self) -> StreamingLoad:
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.done.set()
+        for thread in self.threads:
+            thread.join(timeout=60)
 
 
 @pytest.fixture(scope="module")
@@ -195,14 +234,6 @@ def test_bad_input_is_refused_before_any_change(
     )
 
 
-def router_workers() -> dict[str, bool]:
-    """The router's own view: each worker URL and whether it counts it healthy (SMG's /workers, on
-    the gateway's loopback, with the servers' key given on stdin)."""
-    script = 'read -r key; curl -s --max-time 5 -H "Authorization: Bearer $key" http://127.0.0.1:30000/workers'
-    body = in_node(GATEWAY, "bash", "-c", script, stdin=(lab.STATE_DIR / "api_key").read_text().strip() + "\n")
-    return {w["url"]: bool(w["is_healthy"]) for w in json.loads(body)["workers"]}
-
-
 def server_containers(nodes: list[str]) -> list[tuple[str, str]]:
     return [
         (node, name)
@@ -227,43 +258,18 @@ def slow_generation(gateway: dict[str, Any]) -> Iterator[list[tuple[str, str]]]:
 def test_a_stopped_server_fails_only_its_requests_in_flight_and_rejoins_when_back(
     gateway: dict[str, Any], slow_generation: list[tuple[str, str]]
 ) -> None:
-    ca = SECRETS / "ca" / "ca.pem"
-    client = anthropic.Anthropic(
-        base_url=f"https://{lab.SITE_CACHE_ADDRESS}", auth_token=developer_key("laptop-1"), api_key=None,
-        max_retries=0, http_client=anthropic.DefaultHttpxClient(verify=ssl.create_default_context(cafile=str(ca))),
-    )  # fmt: skip
     victim = next(n for n in gateway["nodes"] if n["name"] == "gpu-1")
     victim_url = f"http://{victim['address']}:18080"
-    results: list[tuple[float, float, bool]] = []
-    done = threading.Event()
-
-    def stream(i: int) -> None:
-        while not done.is_set():
-            start = time.monotonic()
-            try:
-                with client.messages.stream(
-                    model="zai-org/GLM-5.3-Flash", max_tokens=64,
-                    messages=[{"role": "user", "content": f"client {i} at {start}"}],
-                ) as events:  # fmt: skip
-                    ok = "Hello from GLM-5.3-Flash" in events.get_final_text()
-            except (anthropic.APIError, OSError):
-                ok = False
-            results.append((start, time.monotonic(), ok))
-
     since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(time.time() - 1))
-    clients = [threading.Thread(target=stream, args=(i,)) for i in range(CONCURRENCY)]
-    for thread in clients:
-        thread.start()
     try:
-        time.sleep(4)
-        stopped_at = time.monotonic()
-        in_node(victim["container"], "systemctl", "stop", "pareto-glm53-flash.service")
-        time.sleep(10)
+        with StreamingLoad(max_tokens=64) as load:
+            time.sleep(4)
+            stopped_at = time.monotonic()
+            in_node(victim["container"], "systemctl", "stop", "pareto-glm53-flash.service")
+            time.sleep(10)
     finally:
-        done.set()
-        for thread in clients:
-            thread.join(timeout=60)
         in_node(victim["container"], "systemctl", "start", "pareto-glm53-flash.service")
+    results = [(start, end, not error) for start, end, error in load.results]
     journal = in_node(victim["container"], "journalctl", "-u", "pareto-glm53-flash", "-o", "cat", f"--since={since}")
     served = sum(1 for line in journal.splitlines() if '"path": "/v1/messages"' in line and '"max_tokens": 64' in line)
     assert served > 0, "the stopped server had no share of the load: nothing failed over"
@@ -286,6 +292,70 @@ def test_a_stopped_server_fails_only_its_requests_in_flight_and_rejoins_when_bac
         assert time.monotonic() < deadline, f"{victim_url} did not rejoin: {router_workers()}"
         time.sleep(1)
     assert all(router_workers().values())
+
+
+def test_a_new_image_rolls_through_the_gateway_without_failing_a_request(
+    runner: Runner, gateway: dict[str, Any], slow_generation: list[tuple[str, str]]
+) -> None:
+    """A rollout of a new image digest (site.yml's artifacts and server stages, at -vvv) while
+    developers stream through the gateway: each server leaves the router's rotation, finishes what it
+    is generating, restarts, passes its gate and comes back; not one request fails."""
+    image = json.loads((lab.STATE_DIR / "services.json").read_text())["sglang_image_next"]
+    nodes = [n["container"] for n in gateway["nodes"] if n["group"] == "gpu_nodes"]
+    servers = server_containers(nodes)
+    before = {(node, name): in_node(node, "docker", "inspect", "-f", "{{.Id}}", name) for node, name in servers}
+    paced = {"GLM_STANDIN_LOAD_SECONDS": "3", "GLM_STANDIN_JIT_SECONDS": "4", "GLM_STANDIN_SECONDS_PER_TOKEN": "0.1"}
+    with StreamingLoad(max_tokens=24) as load:
+        time.sleep(6)  # the baseline: the old image, every server in rotation
+        rollout_start = time.monotonic()
+        run = runner.playbook(
+            REPO / "site.yml", tags="artifacts,server", verbosity=3,
+            extravars={"deployment_image": image, "sglang_server_env": paced},
+        )  # fmt: skip
+        rollout_end = time.monotonic()
+        time.sleep(3)
+    results = load.results
+    try:
+        assert run.status == "successful", run_log(run)
+        failed = [error for _start, _end, error in results if error]
+        baseline = sorted(end - start for start, end, _e in results if end < rollout_start)
+        during = [end - start for start, end, _e in results if start < rollout_end and end > rollout_start]
+        median = baseline[len(baseline) // 2]
+        print(  # the figures, for the closing report
+            f"rollout of a new image over {len(servers)} servers on {len(nodes)} nodes "
+            f"in {rollout_end - rollout_start:.0f} s: "
+            f"{len(results)} streamed requests from {CONCURRENCY} clients, {len(during)} during the rollout, "
+            f"{len(failed)} failed; request time median {median:.2f} s before, worst {max(during):.2f} s during "
+            f"(+{max(during) - median:.2f} s)"
+        )
+        assert not failed, f"{len(failed)} of {len(results)} requests failed during the rollout: {failed[:3]}"
+        assert len(during) >= 2 * CONCURRENCY
+        # Every server runs the new image, each restarted once, one node per batch (canary first).
+        for node, name in servers:
+            assert in_node(node, "docker", "inspect", "-f", "{{.Config.Image}}", name) == image, name
+            assert in_node(node, "docker", "inspect", "-f", "{{.Id}}", name) != before[(node, name)], name
+        plays = [e["event_data"]["play"] for e in run.events if e.get("event") == "playbook_on_play_start"]
+        assert plays.count("Serve GLM-5.3-Flash with SGLang on GPU nodes") == len(nodes)
+        # Each server was drained out of the router before its restart and is back in rotation.
+        drained = [
+            e["event_data"] for e in run.events if e.get("event") == "runner_on_ok"
+            and e["event_data"].get("task", "").startswith("Take out of the gateways' rotation")
+        ]  # fmt: skip
+        assert len(drained) == len(servers), [d.get("task") for d in drained]
+        assert all(gw["changed"] and gw["router_running"] for d in drained for gw in d["res"]["results"])
+        assert all(router_workers().values())
+        assert len(router_workers()) == len(servers)
+        # The servers' key, through restarts at -vvv (the output is scanned for it by conftest):
+        # not in argv, the unit, the journal or docker's view on a node; its file root-only.
+        key = (lab.STATE_DIR / "api_key").read_text().strip()
+        node, name = servers[0]
+        for where in (["ps", "-eo", "args"], ["cat", f"/etc/systemd/system/{name}.service"],
+                      ["journalctl", "--no-pager", "-u", name], ["docker", "inspect", name]):  # fmt: skip
+            assert key not in in_node(node, *where), where
+        assert in_node(node, "stat", "-c", "%a %U", f"/etc/glm-fleet/sglang/{name}.yaml") == "600 root"
+    finally:
+        restore = runner.playbook(REPO / "site.yml", tags="artifacts,server")
+        assert restore.status == "successful", run_log(restore)
 
 
 def test_no_key_in_the_gateways_process_list_logs_or_world_readable_files(gateway: dict[str, Any]) -> None:

@@ -281,6 +281,9 @@ def services() -> dict[str, str]:
     registry = start_registry(gateway)
     smoke_digest = oci.push(registry, SMOKE_REPO, "latest", oci.assemble(smoke_image()))
     sglang_digest = oci.push(registry, SGLANG_REPO, SGLANG_TAG, oci.assemble(sglang_standin_image(base)))
+    next_digest = oci.push(
+        registry, SGLANG_REPO, f"{SGLANG_TAG}-next", oci.assemble(sglang_standin_image(base, "next"))
+    )
     dcgm_digest = oci.push(registry, DCGM_REPO, DCGM_TAG, oci.assemble(dcgm_standin_image(base)))
     private = start_private_registry(gateway)
     login = (PRIVATE_USER, (STATE_DIR / "registry_password").read_text().strip())
@@ -300,6 +303,7 @@ def services() -> dict[str, str]:
         "grafana": grafana,
         "smoke_image": f"{SMOKE_REPO}@{smoke_digest}",
         "sglang_image": f"{SGLANG_REPO}:{SGLANG_TAG}@{sglang_digest}",
+        "sglang_image_next": f"{SGLANG_REPO}:{SGLANG_TAG}-next@{next_digest}",
         "dcgm_image": f"{DCGM_REPO}:{DCGM_TAG}@{dcgm_digest}",
         "private_image": f"{private}/{PRIVATE_REPO}:lab@{private_digest}",
     }
@@ -324,6 +328,7 @@ def write_services_vars(endpoints: dict[str, str]) -> None:
         "---\n# Written by tests/lab/lab.py: images the lab pushed to its registry mirror, and its API key.\n"
         f'glm_lab_smoke_image: "{endpoints["smoke_image"]}"\n'
         f'glm_lab_sglang_image: "{endpoints["sglang_image"]}"\n'
+        f'glm_lab_sglang_image_next: "{endpoints["sglang_image_next"]}"\n'
         f'glm_lab_dcgm_image: "{endpoints["dcgm_image"]}"\n'
         f'glm_lab_api_key: "{key_file.read_text().strip()}"\n'
         f'glm_lab_admin_api_key: "{admin_file.read_text().strip()}"\n'

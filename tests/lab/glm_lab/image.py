@@ -122,9 +122,11 @@ def base_layer(image: str) -> oci.Layer:
     return oci.Layer(blob=(cache / "layer.tar.gz").read_bytes(), diff_id=(cache / "diff_id").read_text())
 
 
-def sglang_standin_image(base: str) -> oci.Image:
+def sglang_standin_image(base: str, release: str = "lab") -> oci.Image:
     """The stand-in SGLang server (tests/lab/sglang_standin) on the lab's Debian root filesystem,
-    with the `tokenizers` library it counts tokens with (tests/lab/standin_deps.py)."""
+    with the `tokenizers` library it counts tokens with (tests/lab/standin_deps.py). Another
+    `release` is the same server under another digest (its label differs, its layers are shared):
+    what a rollout to a new image meets."""
     package = HERE / "sglang_standin" / "sglang"
     dist = "usr/local/lib/python3.11/dist-packages"
     tokenizers = standin_deps.tokenizers_package(STANDIN_CACHE)
@@ -142,7 +144,10 @@ def sglang_standin_image(base: str) -> oci.Image:
         ],
         cmd=["python3", "-m", "sglang.launch_server", "--help"],
         env=["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "PYTHONUNBUFFERED=1"],
-        labels={"org.opencontainers.image.title": "glm.fleet lab stand-in for SGLang"},
+        labels={
+            "org.opencontainers.image.title": "glm.fleet lab stand-in for SGLang",
+            "org.opencontainers.image.version": release,
+        },
     )
 
 

@@ -660,3 +660,36 @@ def test_deepgemm_kernels_are_compiled_once_into_the_named_cache(tmp_path: Path,
     assert f"into {cache}" in outputs[0]
     assert f"from the JIT cache at {cache}" in outputs[1]
     assert len(list(cache.glob("glm-standin-kernels-*.cubin"))) == 1
+
+
+def test_loads_are_sglangs_snapshot_and_count_the_requests_in_flight(server: str) -> None:
+    """/v1/loads, what a drain waits on: LoadSnapshot's core fields (read from the pinned wheel's
+    load_snapshot.py), the running and waiting requests as they are, the key required, a bad section
+    refused with SGLang's message."""
+    source = standin_deps.sglang_source(REPO / ".lab" / "cache" / "standin", "sglang/srt/managers/load_snapshot.py")
+    struct = re.search(r"class LoadSnapshot\(.*?\n(.*?)\n    VALID_SECTIONS", source.read_text(), re.S)
+    assert struct, "the wheel's LoadSnapshot moved"
+    fields = re.findall(r"^    (\w+): ", struct.group(1), re.M)
+    sections = {"memory", "speculative", "lora", "disaggregation", "queues"}
+    status, text = call(server, "/v1/loads?include=core")
+    assert status == 200, text
+    (load,) = json.loads(text)["loads"]
+    assert list(load) == [f for f in fields if f not in sections]
+    assert (load["num_running_reqs"], load["num_waiting_reqs"]) == (0, 0)
+    assert call(server, "/v1/loads", token=None)[0] == 401
+    status, text = call(server, "/v1/loads?include=core,gpu")
+    assert status == 400
+    assert "Invalid include sections: {'gpu'}" in json.loads(text)["detail"]
+    assert json.loads(call(server, "/v1/loads?dp_rank=1")[1])["loads"] == []
+    # Two streams on a server that runs one request at a time: one running, one waiting.
+    body = {"model": MODEL, "max_tokens": 40, "stream": True, "ignore_eos": True, "messages": user("hi")}
+    streams = [threading.Thread(target=call, args=(server, "/v1/chat/completions", body)) for _stream in range(2)]
+    for thread in streams:
+        thread.start()
+    time.sleep(0.3)
+    (busy,) = json.loads(call(server, "/v1/loads")[1])["loads"]
+    for thread in streams:
+        thread.join()
+    (idle,) = json.loads(call(server, "/v1/loads")[1])["loads"]
+    assert (busy["num_running_reqs"], busy["num_waiting_reqs"]) == (1, 1)
+    assert (idle["num_running_reqs"], idle["num_waiting_reqs"]) == (0, 0)

@@ -46,10 +46,11 @@ def render(instance: int = 0, **overrides: object) -> str:
     env.filters["glm.fleet.server_guard_chain"] = guard_chain
     vars_ = role_vars("sglang_server", **overrides)
     vars_["__sglang_server_instance"] = vars_["sglang_server_instances"][instance]
+    vars_["groups"] = {"gpu_nodes": ["node-1"], "gateway": []}
     private = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
     for key, value in private.items():  # private vars are templates over the public ones
-        if key.startswith("__sglang_server_failed"):  # those only in a rescue
-            continue
+        if key.startswith("__sglang_server_failed") or key == "__sglang_server_router":
+            continue  # those only in a rescue, or in a loop over the gateways
         if isinstance(value, str):
             vars_[key] = env.from_string(value).render(**vars_).strip()
         elif isinstance(value, dict):

@@ -28,6 +28,15 @@ ITL_BUCKETS = (
     0.200, 0.400, 0.600, 0.800, 1.000, 2.000, 4.000, 6.000, 8.000,
 )  # fmt: skip
 THROUGHPUT_WINDOW = 10.0  # seconds of decode the gen_throughput gauge averages over
+# /v1/loads (sglang 0.5.23 entrypoints/v1_loads.py, managers/load_snapshot.py): the sections a
+# caller may ask for, and LoadSnapshot's flat fields, returned under "core".
+LOAD_SECTIONS = frozenset({"core", "memory", "spec", "lora", "disagg", "queues", "all"})
+LOAD_CORE_KEYS = (
+    "timestamp", "dp_rank", "num_running_reqs", "num_waiting_reqs", "num_waiting_uncached_tokens",
+    "num_used_tokens", "num_total_tokens", "num_active_tokens", "num_prealloc_ready_tokens",
+    "max_total_num_tokens", "max_running_requests", "token_usage", "gen_throughput", "cache_hit_rate",
+    "utilization", "total_prefill_uncached_tokens", "total_prefill_busy_us", "decode_moments",
+)  # fmt: skip
 
 
 def _labels(labels: dict[str, str]) -> str:
@@ -148,6 +157,27 @@ class Metrics:
         while self.decode_log and self.decode_log[0][0] < now - THROUGHPUT_WINDOW:
             self.decode_log.popleft()
         return sum(tokens for _when, tokens in self.decode_log) / THROUGHPUT_WINDOW
+
+    def load(self, running: int, queued: int, max_running_requests: int) -> dict[str, object]:
+        """The one DP rank's LoadSnapshot as /v1/loads returns it (to_dict: every core key)."""
+        now = time.monotonic()
+        with self.lock:
+            used = max(self.kv_tokens, 0)
+            values: dict[str, object] = {
+                "timestamp": time.time(),
+                "dp_rank": 0,
+                "num_running_reqs": running,
+                "num_waiting_reqs": queued,
+                "num_used_tokens": used,
+                "num_total_tokens": used,
+                "num_active_tokens": used,
+                "max_total_num_tokens": self.max_total_num_tokens,
+                "max_running_requests": max_running_requests,
+                "token_usage": round(used / self.max_total_num_tokens, 4),
+                "gen_throughput": self.gen_throughput(now),
+                "decode_moments": None,
+            }
+        return {key: values.get(key, 0) for key in LOAD_CORE_KEYS}
 
     def render(self, running: int, queued: int) -> str:
         sched, tok = _labels(self.scheduler_labels), _labels(self.tokenizer_labels)

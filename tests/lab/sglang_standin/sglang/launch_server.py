@@ -16,7 +16,8 @@ exercised against what they meet in production:
 - endpoints: /health, /health_generate, /v1/models, /v1/chat/completions and /v1/completions
   (JSON or SSE chunks), /v1/messages (Anthropic JSON or SSE events, text or tool_use blocks),
   /v1/messages/count_tokens, /generate, /get_server_info and /server_info, /get_model_info and
-  /model_info, /metrics (with --enable-metrics);
+  /model_info, /v1/loads (the scheduler's running and waiting requests, what a drain waits on),
+  /metrics (with --enable-metrics);
 - limits: every generation request is counted with the snapshot's tokenizer and refused, with
   SGLang's message and envelope, when its input reaches the context length or input plus
   max_tokens exceeds it (unless --allow-auto-truncate); at most --max-running-requests generate at
@@ -55,6 +56,7 @@ import signal
 import sys
 import threading
 import time
+import urllib.parse
 import uuid
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -376,6 +378,8 @@ class Handler(BaseHTTPRequestHandler):
             with self.state.lock:
                 load = {"num_running_reqs": self.state.running, "num_queue_reqs": self.state.queued}
             self.send_json(200, {**info, "version": VERSION, "internal_states": [load]})
+        elif path == "/v1/loads":
+            self.loads()
         elif path == "/metrics" and args.enable_metrics:
             with self.state.lock:
                 running, queued = self.state.running, self.state.queued
@@ -388,6 +392,27 @@ class Handler(BaseHTTPRequestHandler):
             self.record(200)
         else:
             self.send_json(404, {"detail": "Not Found"})
+
+    def loads(self) -> None:
+        """sglang 0.5.23 entrypoints/v1_loads.py get_loads(): one snapshot per DP rank (one here);
+        an unknown section is a 400 with LoadSnapshot.to_dict's message; a dp_rank out of range
+        gives no snapshot."""
+        query = urllib.parse.parse_qs(self.path.partition("?")[2])
+        include = [s.strip() for s in query["include"][0].split(",")] if "include" in query else None
+        unknown = set(include or ()) - metrics.LOAD_SECTIONS
+        if unknown:
+            detail = f"Invalid include sections: {unknown}. Valid options: {sorted(metrics.LOAD_SECTIONS)}"
+            self.send_json(400, {"detail": detail})
+            return
+        with self.state.lock:
+            running, queued = self.state.running, self.state.queued
+        snapshot = self.state.metrics.load(running, queued, self.state.args.max_running_requests or 0)
+        dp_rank = query.get("dp_rank", [None])[0]
+        loads = [snapshot] if dp_rank is None or dp_rank == "0" else []
+        self.send_json(200, {
+            "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()), "version": VERSION,
+            "accelerator": "NVIDIA B200", "num_accelerators": self.state.args.tp_size, "loads": loads,
+        })  # fmt: skip
 
     def do_POST(self) -> None:
         path = self.path.split("?")[0]

@@ -1,0 +1,118 @@
+#!/usr/bin/python
+# Copyright: glm.fleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: router_worker
+short_description: Take an SGLang server out of the SMG router's rotation, or put it back
+version_added: 0.1.0
+description:
+  - Runs on the gateway host and speaks to the SMG router's worker API on O(router).
+  - With O(state=absent), drains the server out of the rotation (the router stops sending it new
+    requests; those in flight go on) and waits until the router has let it go. The server role does
+    this before it restarts a server, then waits for the server's own requests in flight
+    (M(glm.fleet.sglang_idle)).
+  - With O(state=present), adds the server (with O(api_key) as the key the router sends it) unless
+    the router already routes to it, and waits until the router counts it ready and healthy.
+  - When nothing listens on O(router) (no gateway yet, or its router stopped), no request goes
+    through it, so it changes nothing and returns C(router_running=false).
+author:
+  - glm.fleet contributors (@glm-fleet)
+options:
+  router:
+    description: The router's own address, C(http://127.0.0.1:<gateway_router_port>) on the gateway host.
+    type: str
+    required: true
+  url:
+    description: The server as the router knows it, C(http://<address>:<port>) (one of O(router)'s C(--worker-urls)).
+    type: str
+    required: true
+  api_key:
+    description:
+      - The router's C(--api-key), which gates its worker API; the fleet's routers use the servers'
+        key, so it is also the key a server added here is sent. Empty when neither has one.
+    type: str
+    default: ""
+  state:
+    description: Out of the rotation (C(absent)) or in it (C(present)).
+    type: str
+    choices: [absent, present]
+    default: present
+  timeout:
+    description: Seconds to wait for the router to finish the change.
+    type: int
+    default: 120
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+"""
+
+EXAMPLES = r"""
+- name: Drain the server out of the gateway's rotation
+  glm.fleet.router_worker:
+    router: http://127.0.0.1:30000
+    url: http://10.0.0.11:18080
+    api_key: "{{ sglang_server_api_key }}"
+    state: absent
+  delegate_to: gateway-1
+"""
+
+RETURN = r"""
+router_running:
+  description: Whether the router answered at all.
+  returned: always
+  type: bool
+before:
+  description: The server's place in the rotation before the change, as the router described it.
+  returned: when the router is running
+  type: str
+  sample: status ready, healthy True, 0 request(s) in flight
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.glm.fleet.plugins.module_utils._router_workers import (
+    Router,
+    RouterDown,
+    RouterError,
+    add,
+    remove,
+)
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "router": {"type": "str", "required": True},
+            "url": {"type": "str", "required": True},
+            "api_key": {"type": "str", "default": "", "no_log": True},
+            "state": {"type": "str", "default": "present", "choices": ["absent", "present"]},
+            "timeout": {"type": "int", "default": 120},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    router = Router(p["router"], p["api_key"])
+    try:
+        if p["state"] == "absent":
+            result = remove(router, p["url"], p["timeout"], module.check_mode)
+        else:
+            result = add(router, p["url"], p["api_key"], p["timeout"], module.check_mode)
+    except RouterDown:
+        module.exit_json(changed=False, router_running=False)
+    except RouterError as e:
+        module.fail_json(msg=str(e), router_running=True)
+    module.exit_json(router_running=True, **result)
+
+
+if __name__ == "__main__":
+    main()
