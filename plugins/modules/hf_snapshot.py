@@ -288,7 +288,8 @@ class Snapshot:
                 raise SnapshotError(
                     f"{err}: the site cache's weights server does not answer and this host has no verified copy of "
                     f"the manifest; start the site cache (site.yml --tags site_cache) or, to fetch from the Hub "
-                    f"instead, leave model_weights_mirror_url empty for this host"
+                    f"instead, allow it (model_weights_upstream_fallback) or leave model_weights_mirror_url empty "
+                    f"for this host"
                 ) from err
             data = trusted_manifest(raw, self.p["manifest_sha256"], url)
             return entries_from_manifest(data, self.p["repo_id"], self.p["revision"])

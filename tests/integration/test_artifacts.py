@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import REPO, Runner, lab, run_log
+from conftest import REPO, Runner, host_results, lab, run_log
 
 PLAYBOOK = REPO / "tests" / "integration" / "playbooks" / "apply_role.yml"
 TARGET = "gpu-2"
@@ -384,6 +384,23 @@ def test_nodes_that_hold_their_weights_pass_without_the_site_cache(runner: Runne
     url = f"http://{lab.SITE_CACHE_ADDRESS}:8081/weights/zai-org/GLM-5.3-Flash/{REVISION}.manifest.json"
     assert f"cannot read {url}" in failures["gpu-1"], failures["gpu-1"]
     assert "start the site cache (site.yml --tags site_cache)" in failures["gpu-1"]
+    assert "allow it (model_weights_upstream_fallback)" in failures["gpu-1"]
+    # Allowed to, a node that needs a file fetches it from upstream (the Hub's stand-in) instead.
+    weights = f"{HF_HUB}/snapshots/{REVISION}/model-00004-of-00004.safetensors"
+    node_exec("gpu-1", "mv", MANIFEST, MANIFEST + ".aside")
+    node_exec("gpu-1", "sh", "-c", f'rm -f "$(readlink -f {weights})" {weights}')
+    try:
+        fallback = {"model_weights_upstream_fallback": True}
+        run = runner.playbook(REPO / "playbooks" / "artifacts.yml", limit="gpu-1,cache-1", extravars=fallback)
+    finally:
+        node_exec("gpu-1", "sh", "-c", f"test -e {MANIFEST} && rm {MANIFEST}.aside || mv {MANIFEST}.aside {MANIFEST}")
+    assert run.status == "successful", run_log(run)
+    log = run_log(run)
+    assert f"The site cache (http://{lab.SITE_CACHE_ADDRESS}:8081/weights) could not serve the snapshot" in log
+    assert "instead (model_weights_upstream_fallback)" in log
+    fetched = host_results(run, "Fetch and verify the snapshot from hub")["gpu-1"]
+    assert [f["path"] for f in fetched["fetched"]] == ["model-00004-of-00004.safetensors"], fetched
+    assert node_exec("gpu-1", "test", "-s", weights, check=False).returncode == 0
 
 
 FLIP = """

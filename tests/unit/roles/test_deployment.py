@@ -88,7 +88,7 @@ def test_a_new_deployment_in_one_place_reaches_every_role() -> None:
     image = role_vars("sglang_image", **INVENTORY)
     assert task_args("sglang_image", "pull.yml", "glm.fleet.image_pull", image)["reference"] == NEW_IMAGE
     weights = role_vars("model_weights", **INVENTORY)
-    fetch = task_args("model_weights", "fetch.yml", "glm.fleet.hf_snapshot", weights)
+    fetch = task_args("model_weights", "snapshot.yml", "glm.fleet.hf_snapshot", weights)
     assert (fetch["repo_id"], fetch["revision"]) == ("team/GLM-Next", NEW_REVISION)
     assert role_vars("site_cache", **INVENTORY)["site_cache_images"] == [NEW_IMAGE]
     assert role_vars("preflight", **INVENTORY)["preflight_required_gpus"] == 8
