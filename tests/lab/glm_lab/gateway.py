@@ -242,16 +242,13 @@ def registry_log_offset() -> int:
     return log_path.stat().st_size if log_path.exists() else 0
 
 
-def registry_blob_bytes(since: int = 0) -> dict[str, int]:
-    """Bytes of image layers the lab registry (Docker Hub's stand-in) served since a log offset, per client."""
-    out: dict[str, int] = {}
+def registry_blob_transfers(since: int = 0) -> list[tuple[str, str, int]]:
+    """Each blob transfer the lab registry (Docker Hub's stand-in) logged since a log offset, as
+    (client, digest, bytes written): a stream its client cut short logs the bytes sent until then."""
     with registry_paths()["log"].open("rb") as f:
         f.seek(since)
-        for line in f.read().decode(errors="replace").splitlines():
-            match = REGISTRY_LINE.match(line)
-            if match:
-                out[match.group(1)] = out.get(match.group(1), 0) + int(match.group(3))
-    return out
+        lines = f.read().decode(errors="replace").splitlines()
+    return [(match.group(1), match.group(2), int(match.group(3))) for match in map(REGISTRY_LINE.match, lines) if match]
 
 
 def fetch_wheels() -> None:
