@@ -23,6 +23,7 @@ from cryptography.x509.oid import NameOID
 
 PLAYBOOK = REPO / "playbooks" / "gateway.yml"
 SECRETS = lab.INVENTORY.parent / ".secrets"
+JIT_SHARE = lab.INVENTORY.parent / ".jit-cache"  # sglang_server_jit_share_dir's default for the lab
 LAPTOP, GATEWAY = f"{lab.PREFIX}-laptop-1", f"{lab.PREFIX}-cache-1"
 PACE_FILE = "/tmp/glm-standin-seconds-per-token"  # noqa: S108 - the stand-in's switch, inside its container
 CONCURRENCY = 8
@@ -305,6 +306,13 @@ def test_a_new_image_rolls_through_the_gateway_without_failing_a_request(
     servers = server_containers(nodes)
     before = {(node, name): in_node(node, "docker", "inspect", "-f", "{{.Id}}", name) for node, name in servers}
     paced = {"GLM_STANDIN_LOAD_SECONDS": "3", "GLM_STANDIN_JIT_SECONDS": "4", "GLM_STANDIN_SECONDS_PER_TOKEN": "0.1"}
+    # No node and not the controller holds kernels of the new image yet.
+    digest = image.split("@sha256:")[1][:16]
+    for node in nodes:
+        in_node(node, "rm", "-rf", f"/var/lib/glm-fleet/sglang-cache/{digest}")
+    for stale in JIT_SHARE.glob(f"{digest}-*"):
+        stale.unlink()
+    since = f"@{int(time.time())}"
     with StreamingLoad(max_tokens=24) as load:
         time.sleep(6)  # the baseline: the old image, every server in rotation
         rollout_start = time.monotonic()
@@ -353,9 +361,34 @@ def test_a_new_image_rolls_through_the_gateway_without_failing_a_request(
                       ["journalctl", "--no-pager", "-u", name], ["docker", "inspect", name]):  # fmt: skip
             assert key not in in_node(node, *where), where
         assert in_node(node, "stat", "-c", "%a %U", f"/etc/glm-fleet/sglang/{name}.yaml") == "600 root"
+        # Compiled once for the fleet: the canary's server compiled the new image's kernels, the
+        # controller kept them, and every later server loaded them instead (the stand-in's JIT is
+        # 4 s, as DeepGEMM's is 10-20 minutes).
+        assert [path.name for path in JIT_SHARE.glob(f"{digest}-*")] == [f"{digest}-NVIDIA-B200-cc10.0.tar.gz"]
+        starts = {server: server_start(*server, since) for server in servers}
+        canary = [server for server in servers if server[0] == nodes[0]]
+        assert all(starts[server]["jit"] == "compiled" for server in canary[:1]), starts
+        assert all(start["jit"] == "cache" for server, start in starts.items() if server not in canary[:1]), starts
+        seeded = [start["ready_s"] for server, start in starts.items() if server[0] != nodes[0]]
+        print(
+            f"time to ready in the rollout: canary {starts[canary[0]]['ready_s']:.1f} s (compiled), "
+            f"other nodes' servers {min(seeded):.1f}-{max(seeded):.1f} s (kernels from the canary's copy)"
+        )
     finally:
         restore = runner.playbook(REPO / "site.yml", tags="artifacts,server")
         assert restore.status == "successful", run_log(restore)
+
+
+def server_start(node: str, name: str, since: str) -> dict[str, Any]:
+    """A server's last start since `since` from its journal: whether its kernels were compiled or came
+    from the JIT cache, and the seconds from the stand-in's "loading" line to its "ready" line."""
+    journal = in_node(node, "journalctl", "--no-pager", "--output", "short-unix", "--since", since, "-u", name)
+    lines = journal.splitlines()
+    loading = max(i for i, line in enumerate(lines) if "lab stand-in] sglang" in line and ": loading " in line)
+    after = lines[loading:]
+    ready = next(line for line in after if "fired up and ready" in line)
+    jit = next(("compiled" if " compiled " in line else "cache") for line in after if "DeepGEMM: " in line)
+    return {"jit": jit, "ready_s": float(ready.split()[0]) - float(lines[loading].split()[0])}
 
 
 def test_no_key_in_the_gateways_process_list_logs_or_world_readable_files(gateway: dict[str, Any]) -> None:

@@ -268,6 +268,11 @@ ENV = "sglang_server_env values must hold no control characters (line breaks, ta
         ({"sglang_server_allowed_sources": ["the-lan"]}, 'must be IPv4 addresses or CIDRs; got: ["the-lan"]'),
         ({"sglang_server_admin_api_key": "{{ glm_lab_api_key }}"}, "sglang_server_admin_api_key must differ"),
         ({"sglang_server_hf_cache_dir": "relative/cache"}, "must be absolute paths without spaces"),
+        (
+            {"sglang_server_jit_share_dir": "/srv/fleet/jit\ncache"},
+            "sglang_server_jit_share_dir must be an absolute path on the controller without spaces or control"
+            ' characters; got: "/srv/fleet/jit\\ncache"',
+        ),
         ({"sglang_server_ready_timeout": -5}, "must be whole numbers of at least 1; got: [60, 2, 5, 1800, -5]"),
         ({"sglang_server_image": "lmsysorg/sglang@sha256:" + "a" * 64 + "\n"}, "sglang_server_image must be pinned"),
     ],
@@ -286,6 +291,7 @@ ENV = "sglang_server_env values must hold no control characters (line breaks, ta
         "source-name",
         "admin-equals-serving",
         "relative-dir",
+        "share-dir-newline",
         "negative-timeout",
         "image-newline",
     ],

@@ -53,7 +53,7 @@ def test_site_converges_once_per_site_then_changes_nothing(
     hub = lab.hub_call("/_lab/stats")
     assert hub["bytes_served"] == hub["repo_bytes"], hub
     transfers = lab.registry_blob_transfers(registry_offset)
-    assert {client for client, _, _ in transfers} == {lab.SITE_CACHE_ADDRESS}, transfers
+    assert {transfer[0] for transfer in transfers} == {lab.SITE_CACHE_ADDRESS}, transfers
     services = json.loads((lab.STATE_DIR / "services.json").read_text())
     sizes = {
         blob["digest"]: int(blob["size"])
@@ -61,7 +61,7 @@ def test_site_converges_once_per_site_then_changes_nothing(
         for blob in lab.image_blobs(services[key])
     }
     sent: dict[str, list[int]] = {}
-    for _, digest, count in transfers:
+    for _client, digest, count in transfers:
         sent.setdefault(digest, []).append(count)
     assert set(sent) == set(sizes), (sent, sizes)
     for digest, counts in sent.items():

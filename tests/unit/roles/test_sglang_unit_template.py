@@ -7,6 +7,7 @@ import re
 import shlex
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import jinja2
 import pytest
@@ -36,17 +37,26 @@ docker run -d --name pareto-glm53-flash --gpus '"device=0,1,2,3"' --ipc=host --s
 """
 
 
-def render(instance: int = 0, **overrides: object) -> str:
-    """The unit of the node's `instance`-th server (sglang_server_instances), as the role writes it."""
+def environment() -> jinja2.Environment:
     env = jinja2.Environment(  # noqa: S701 - renders a systemd unit, not HTML
         undefined=jinja2.StrictUndefined, keep_trailing_newline=True, trim_blocks=True
     )
     env.filters.update(CoreFilters().filters())
     env.filters["glm.fleet.systemd_exec"] = systemd_exec
     env.filters["glm.fleet.server_guard_chain"] = guard_chain
+    return env
+
+
+def play_vars(instance: int = 0, **overrides: object) -> dict[str, Any]:
+    """The role's variables, its private ones (vars/main.yml) included, on a node of 4 B200s whose
+    inventory is /srv/fleet/inventory, inside a loop over its servers at the `instance`-th."""
+    env = environment()
     vars_ = role_vars("sglang_server", **overrides)
     vars_["__sglang_server_instance"] = vars_["sglang_server_instances"][instance]
     vars_["groups"] = {"gpu_nodes": ["node-1"], "gateway": []}
+    vars_["inventory_dir"] = "/srv/fleet/inventory"
+    vars_["sglang_server_jit_share_dir"] = env.from_string(str(vars_["sglang_server_jit_share_dir"])).render(**vars_)
+    vars_.setdefault("ansible_facts", {"glm_fleet_gpus": {"names": ["NVIDIA B200"], "min_compute_capability": "10.0"}})
     private = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
     for key, value in private.items():  # private vars are templates over the public ones
         if key.startswith("__sglang_server_failed") or key == "__sglang_server_router":
@@ -56,7 +66,13 @@ def render(instance: int = 0, **overrides: object) -> str:
         elif isinstance(value, dict):
             vars_[key] = {k: env.from_string(str(v)).render(**vars_).strip() for k, v in value.items()}
     vars_["ansible_managed"] = "Ansible managed"
-    return env.from_string((ROLE / "templates" / "sglang.service.j2").read_text()).render(**vars_)
+    return vars_
+
+
+def render(instance: int = 0, **overrides: object) -> str:
+    """The unit of the node's `instance`-th server (sglang_server_instances), as the role writes it."""
+    vars_ = play_vars(instance, **overrides)
+    return environment().from_string((ROLE / "templates" / "sglang.service.j2").read_text()).render(**vars_)
 
 
 def exec_start(unit: str) -> list[str]:
@@ -275,3 +291,16 @@ def test_the_sglang_source_names_the_caches_the_unit_sets() -> None:
     env = {argv[i + 1].split("=", 1)[0] for i, flag in enumerate(argv) if flag == "-e"}
     assert wanted, "environ.py's third_party_cache_defaults moved"
     assert wanted <= env, wanted - env
+
+
+def test_the_fleets_copy_of_the_jit_caches_is_named_by_image_and_gpu_model() -> None:
+    share = play_vars()["__sglang_server_jit_archive"]
+    assert share == "/srv/fleet/inventory/.jit-cache/aa9210e3507fef64-NVIDIA-B200-cc10.0.tar.gz"
+    other_gpu = {"glm_fleet_gpus": {"names": ["NVIDIA H200", "NVIDIA H100 80GB HBM3"], "min_compute_capability": "9.0"}}
+    assert play_vars(ansible_facts=other_gpu)["__sglang_server_jit_archive"].endswith(
+        "/aa9210e3507fef64-NVIDIA-H200+NVIDIA-H100-80GB-HBM3-cc9.0.tar.gz"
+    )
+    image = "registry.example.internal/sglang:next@sha256:" + "c" * 64
+    assert play_vars(sglang_server_image=image)["__sglang_server_jit_archive"].startswith(
+        "/srv/fleet/inventory/.jit-cache/cccccccccccccccc-"
+    )
