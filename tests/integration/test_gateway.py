@@ -15,7 +15,7 @@ from typing import Any
 
 import anthropic
 import pytest
-from conftest import REPO, Runner, lab, router_workers, run_log, site_stage
+from conftest import REPO, Runner, host_results, lab, router_workers, run_log, site_stage
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -25,6 +25,11 @@ PLAYBOOK = REPO / "playbooks" / "gateway.yml"
 SECRETS = lab.INVENTORY.parent / ".secrets"
 JIT_SHARE = lab.INVENTORY.parent / ".jit-cache"  # sglang_server_jit_share_dir's default for the lab
 LAPTOP, GATEWAY = f"{lab.PREFIX}-laptop-1", f"{lab.PREFIX}-cache-1"
+GATEWAY_FILES = (
+    "/etc/nginx/sites-available/glm-fleet-gateway.conf",
+    "/etc/glm-fleet/gateway/router.json",
+    "/etc/glm-fleet/gateway/workers.json",
+)
 PACE_FILE = "/tmp/glm-standin-seconds-per-token"  # noqa: S108 - the stand-in's switch, inside its container
 CONCURRENCY = 8
 BODY = json.dumps({"model": "zai-org/GLM-5.3-Flash", "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]})
@@ -213,9 +218,7 @@ SITE_KEY, OTHER_KEY = ec.generate_private_key(ec.SECP256R1()), ec.generate_priva
 def test_bad_input_is_refused_before_any_change(
     runner: Runner, gateway: dict[str, Any], extravars: dict[str, Any], expected: str
 ) -> None:
-    site = in_node(
-        GATEWAY, "sha256sum", "/etc/nginx/sites-available/glm-fleet-gateway.conf", "/etc/glm-fleet/gateway/router.json"
-    )
+    site = in_node(GATEWAY, "sha256sum", *GATEWAY_FILES)
     run = runner.playbook(PLAYBOOK, extravars=extravars)
     assert run.status == "failed", run_log(run)
     assert run.stats["changed"].get("cache-1", 0) == 0, run.stats
@@ -224,15 +227,7 @@ def test_bad_input_is_refused_before_any_change(
     assert expected in failures[0], failures[0]
     assert "k" * 40 not in failures[0]
     assert "BEGIN" not in failures[0]  # no certificate or key quoted
-    assert (
-        in_node(
-            GATEWAY,
-            "sha256sum",
-            "/etc/nginx/sites-available/glm-fleet-gateway.conf",
-            "/etc/glm-fleet/gateway/router.json",
-        )
-        == site
-    )
+    assert in_node(GATEWAY, "sha256sum", *GATEWAY_FILES) == site
 
 
 def server_containers(nodes: list[str]) -> list[tuple[str, str]]:
@@ -377,6 +372,38 @@ def test_a_new_image_rolls_through_the_gateway_without_failing_a_request(
     finally:
         restore = runner.playbook(REPO / "site.yml", tags="artifacts,server")
         assert restore.status == "successful", run_log(restore)
+
+
+def test_servers_join_and_leave_the_running_router_without_cutting_a_stream(
+    runner: Runner, gateway: dict[str, Any], slow_generation: list[tuple[str, str]]
+) -> None:
+    """A change to gateway_workers (a server leaves, then comes back) reaches the running router
+    through its worker API while developers stream: the router is not restarted, the leaving
+    server is drained, not one request fails."""
+    workers = sorted(router_workers())
+    assert len(workers) == 3
+    router_pid = in_node(GATEWAY, "systemctl", "show", "--property", "MainPID", "--value", "glm-gateway.service")
+    with StreamingLoad(max_tokens=24) as load:
+        time.sleep(3)
+        smaller = runner.playbook(PLAYBOOK, extravars={"gateway_workers": workers[:-1]})
+        during = sorted(router_workers())
+        back = runner.playbook(PLAYBOOK)
+        time.sleep(3)
+    assert smaller.status == "successful", run_log(smaller)
+    assert back.status == "successful", run_log(back)
+    assert during == workers[:-1]
+    assert router_workers() == dict.fromkeys(workers, True)
+    assert (
+        in_node(GATEWAY, "systemctl", "show", "--property", "MainPID", "--value", "glm-gateway.service") == router_pid
+    )
+    assert host_results(smaller, "Drain the servers that left gateway_workers out of the router")["cache-1"]["changed"]
+    assert host_results(back, "Add the servers new to gateway_workers to the router")["cache-1"]["changed"]
+    failed = [error for _start, _end, error in load.results if error]
+    print(
+        f"servers out of and back into the running router: {len(load.results)} streamed requests, {len(failed)} failed"
+    )
+    assert not failed, f"{len(failed)} of {len(load.results)} requests failed: {failed[:3]}"
+    assert len(load.results) >= 2 * CONCURRENCY
 
 
 def server_start(node: str, name: str, since: str) -> dict[str, Any]:

@@ -124,6 +124,10 @@ def test_no_key_in_argv_logs_or_readable_files(host) -> None:  # noqa: ANN001
         assert secret not in nginx_logs
     router_config = host.file("/etc/glm-fleet/gateway/router.json")  # read by the router's own user
     assert (router_config.user, router_config.mode) == ("glm-gateway", 0o600)
+    # The servers the router starts with: no secret, readable by the router's group, the lab's worker.
+    workers = host.file("/etc/glm-fleet/gateway/workers.json")
+    assert (workers.user, workers.group, workers.mode) == ("root", "glm-gateway", 0o640)
+    assert [url.rsplit(":", 1)[1] for url in json.loads(workers.content_string)] == ["18099"]
     for path in (
         "/etc/glm-fleet/gateway/nginx/developer-keys.map",
         "/etc/glm-fleet/gateway/nginx/upstream-auth.conf",
