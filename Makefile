@@ -112,10 +112,11 @@ ee: build ## the execution environment's build context (build/ee/context), for A
 clean: lab-down
 	rm -rf build .ansible tests/output
 
-bench: venv engine ## benchmark tables on a fresh 4-GPU-node lab (fleet, gateway, ready-detection lag)
+bench: venv engine ## benchmark tables on fresh labs (fleet, gateway, ready-detection lag on 4 GPU nodes; no-op cost at 2, 4, 8)
 	$(BIN)/python bench/fleet.py --gpu-nodes 4 --shard-mib 256
 	$(BIN)/python bench/gateway.py
 	$(BIN)/python bench/ready_lag.py --rounds 5
+	$(BIN)/python bench/scale.py --sizes 2 4 8 --profile
 
 docs: venv ## regenerate docs/variables.md from the roles' argument specs
 	$(BIN)/python tools/variables_doc.py

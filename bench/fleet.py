@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     offset = lab.registry_log_offset()
     first_s, _first_out = playbook("site.yml")
     hub_bytes = int(lab.hub_call("/_lab/stats")["bytes_served"])
-    registry_bytes = sum(lab.registry_blob_bytes(offset).values())
+    registry_bytes = sum(sent for _client, _digest, sent in lab.registry_blob_transfers(offset))
     rollout_ratio = (hub_bytes + registry_bytes) / (repo_bytes + image_bytes)
     direct_ratio = direct_weights(gpu_nodes) / repo_bytes
 
@@ -170,9 +170,9 @@ def main(argv: list[str] | None = None) -> int:
         ("ratio hf_snapshot task / curl", f"{module_rate / curl_rate:.2f}", "goal >= 0.8"),
         ("ratio inside the module / curl", f"{inner_rate / curl_rate:.2f}", ""),
         (f"no-op site.yml rerun ({results} task-host results, changed={changed})", f"{noop_s:.1f} s", ""),
-        ("  per task-host", f"{per_task_host:.3f} s", "goal <= 0.15 s"),
+        ("  per task-host", f"{per_task_host:.3f} s", ""),
         (f"baseline: ansible all -m ping ({hosts} hosts), per host", f"{per_ping:.3f} s", ""),
-        ("ratio no-op per task-host / ping per host", f"{per_task_host / per_ping:.2f}", ""),
+        ("ratio no-op per task-host / ping per host", f"{per_task_host / per_ping:.2f}", "goal <= 0.45"),
     ]
     width = max(len(r[0]) for r in rows)
     print(f"\n{'figure':<{width}}  {'value':>10}  goal")

@@ -77,6 +77,7 @@ def down() -> None:
     shutil.rmtree(STATE_DIR / "worker-hf", ignore_errors=True)
     INVENTORY.unlink(missing_ok=True)
     shutil.rmtree(INVENTORY.parent / ".secrets", ignore_errors=True)  # the lab's site CA and developer keys
+    shutil.rmtree(INVENTORY.parent / ".jit-cache", ignore_errors=True)  # the fleet's copies of the JIT caches
     SERVICES_VARS.unlink(missing_ok=True)
     for name in ("state.json", "services.json", "known_hosts", "www.log", "worker.log", "worker.yaml", "nvidia-smi"):
         (STATE_DIR / name).unlink(missing_ok=True)

@@ -1,0 +1,88 @@
+"""No-op cost against fleet size: a fresh lab at each size, site.yml from scratch, then the no-op
+rerun timed, with `ansible all -m ping` on the same lab as the baseline.
+
+    python bench/scale.py [--sizes 2 4 8] [--profile]
+
+For each number of GPU nodes (plus the lab's site cache and laptop): the first run's wall time, the
+no-op rerun's wall time, its task-host results (ok + skipped + failed) and changed count on every
+host (the controller included), the no-op time per task-host and ping's time per host. Then the
+largest size's no-op time over the smallest's (the goal: the 8-node time at most 1.5x the 2-node
+one). With --profile the largest size's no-op rerun runs under ansible.posix.profile_tasks and the
+ten slowest tasks are printed: what limits the no-op run.
+
+Every lab node is a container on this machine, so the controller and all nodes share its cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import time
+
+from fleet import REPO, lab, playbook, sh, task_hosts
+
+PROFILE_LINE = re.compile(r"^(.+?) -+ (\d+\.\d+)s$", re.M)
+
+
+def ping_per_host(hosts: int) -> float:
+    started = time.monotonic()
+    ping = sh(["ansible", "all", "-m", "ansible.builtin.ping"])
+    seconds = time.monotonic() - started
+    if ping.returncode != 0:
+        raise SystemExit(f"bench: ping failed:\n{ping.stdout}")
+    return seconds / hosts
+
+
+def one_size(gpu_nodes: int, profile: bool) -> dict[str, float | int | str]:
+    print(f"bench: fresh lab with {gpu_nodes} GPU nodes, a site cache and a laptop", flush=True)
+    state = lab.up(gpu_nodes)
+    hosts = len(state["nodes"])
+    first_s, _ = playbook("site.yml")
+    if profile:
+        os.environ["ANSIBLE_CALLBACKS_ENABLED"] = "ansible.posix.profile_tasks"
+        os.environ["PROFILE_TASKS_TASK_OUTPUT_LIMIT"] = "10"
+    try:
+        noop_s, out = playbook("site.yml")
+    finally:
+        os.environ.pop("ANSIBLE_CALLBACKS_ENABLED", None)
+    results, changed = task_hosts(out)
+    per_ping = ping_per_host(hosts)
+    slowest = (
+        "\n".join(f"    {m.group(1).strip()}: {m.group(2)} s" for m in PROFILE_LINE.finditer(out)) if profile else ""
+    )
+    return {
+        "gpu_nodes": gpu_nodes, "hosts": hosts, "first_s": first_s, "noop_s": noop_s, "results": results,
+        "changed": changed, "per_task_host": noop_s / results, "per_ping": per_ping, "slowest": slowest,
+    }  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[2, 4, 8])
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args(argv)
+    os.environ["PATH"] = f"{REPO / '.venv' / 'bin'}:{os.environ['PATH']}"
+    sizes = sorted(args.sizes)
+    rows = [one_size(n, args.profile and n == sizes[-1]) for n in sizes]
+
+    print(f"\n{'GPU nodes':>9}  {'hosts':>5}  {'first run':>9}  {'no-op':>7}  {'results':>7}  {'changed':>7}"
+          f"  {'per task-host':>13}  {'ping/host':>9}  {'ratio':>5}")  # fmt: skip
+    for r in rows:
+        print(
+            f"{r['gpu_nodes']:>9}  {r['hosts']:>5}  {r['first_s']:>8.1f}s  {r['noop_s']:>6.1f}s  {r['results']:>7}"
+            f"  {r['changed']:>7}  {r['per_task_host']:>12.3f}s  {r['per_ping']:>8.3f}s"
+            f"  {r['per_task_host'] / r['per_ping']:>5.2f}"
+        )
+    print(
+        f"\nno-op time at {sizes[-1]} GPU nodes / at {sizes[0]}: {rows[-1]['noop_s'] / rows[0]['noop_s']:.2f}"
+        " (goal for 8 / 2: <= 1.5); per task-host / ping per host: goal <= 0.45"
+    )
+    if rows[-1]["slowest"]:
+        print(f"\nslowest tasks of the no-op run at {sizes[-1]} GPU nodes (ansible.posix.profile_tasks):")
+        print(rows[-1]["slowest"])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
