@@ -38,7 +38,7 @@ def one_size(gpu_nodes: int, profile: bool) -> dict[str, float | int | str]:
     print(f"bench: fresh lab with {gpu_nodes} GPU nodes, a site cache and a laptop", flush=True)
     state = lab.up(gpu_nodes)
     hosts = len(state["nodes"])
-    first_s, _ = playbook("site.yml")
+    first_s, _first_output = playbook("site.yml")
     if profile:
         os.environ["ANSIBLE_CALLBACKS_ENABLED"] = "ansible.posix.profile_tasks"
         os.environ["PROFILE_TASKS_TASK_OUTPUT_LIMIT"] = "10"
