@@ -60,6 +60,9 @@ def render() -> str:
             title = f"glm.fleet.{role}" + ("" if entry == "main" else f" (`tasks_from: {entry}`)")
             out += [f"## {title}", "", plain(spec.get("short_description", "")), ""]
             options = spec.get("options") or {}
+            if entry != "main" and options == (specs.get("main") or {}).get("options"):
+                out += [f"The same variables as `glm.fleet.{role}`.", ""]
+                continue
             if not options:
                 out += ["No variables.", ""]
                 continue

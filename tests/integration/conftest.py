@@ -137,6 +137,22 @@ def host_results(run: ansible_runner.Runner, task: str | None = None) -> dict[st
     return results
 
 
+# playbooks/sglang_server.yml: its serial play, and what its plan says when no node needs it.
+ROLLING_PLAY = "Serve GLM-5.3-Flash with SGLang, rolling and health-gated, on the nodes that need it"
+NO_ROLLOUT = "No node needs a (re)start: every server runs as configured and serves."
+
+
+def rollout_plan(run: ansible_runner.Runner) -> dict[str, str] | str:
+    """What a successful run's server stage planned (node to its reasons, or NO_ROLLOUT), said once
+    for the fleet, checked against the nodes its serial play then ran on."""
+    said = host_results(run, "Say which nodes go through the rolling restart, and why")
+    assert len(said) == 1, said
+    plan = next(iter(said.values()))["msg"]
+    rolled = set(host_results(run, "Enable and start the servers"))
+    assert rolled == (set() if plan == NO_ROLLOUT else set(plan)), (plan, rolled)
+    return plan
+
+
 def run_log(run: ansible_runner.Runner) -> str:
     return run.stdout.read() if run.stdout else ""
 

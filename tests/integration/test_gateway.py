@@ -15,7 +15,7 @@ from typing import Any
 
 import anthropic
 import pytest
-from conftest import REPO, Runner, host_results, lab, router_workers, run_log, site_stage
+from conftest import REPO, ROLLING_PLAY, Runner, host_results, lab, router_workers, run_log, site_stage
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -338,7 +338,7 @@ def test_a_new_image_rolls_through_the_gateway_without_failing_a_request(
             assert in_node(node, "docker", "inspect", "-f", "{{.Config.Image}}", name) == image, name
             assert in_node(node, "docker", "inspect", "-f", "{{.Id}}", name) != before[(node, name)], name
         plays = [e["event_data"]["play"] for e in run.events if e.get("event") == "playbook_on_play_start"]
-        assert plays.count("Serve GLM-5.3-Flash with SGLang on GPU nodes") == len(nodes)
+        assert plays.count(ROLLING_PLAY) == len(nodes)
         # Each server was drained out of the router before its restart and is back in rotation.
         drained = [
             e["event_data"] for e in run.events if e.get("event") == "runner_on_ok"

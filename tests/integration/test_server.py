@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import REPO, Runner, host_results, lab, router_workers, run_log
+from conftest import REPO, Runner, host_results, lab, rollout_plan, router_workers, run_log
 
 PLAYBOOK = REPO / "playbooks" / "sglang_server.yml"
 UNIT = "pareto-glm53-flash"
@@ -99,6 +99,19 @@ def test_a_change_to_one_server_restarts_that_server_only(runner: Runner, servin
         restore = runner.playbook(PLAYBOOK, limit=EIGHT_GPU_NODE)
         assert restore.status == "successful", run_log(restore)
     assert container_id(EIGHT_GPU_NODE) == first
+
+
+def test_a_run_restarts_only_the_node_whose_server_stopped_and_says_why(runner: Runner, serving: list[str]) -> None:
+    node, other = serving[0], serving[-1]
+    untouched = container_id(other)
+    node_exec(node, "systemctl", "stop", f"{UNIT}.service")
+    run = runner.playbook(PLAYBOOK)
+    assert run.status == "successful", run_log(run)
+    # the plan names it alone, and the serial play ran on it alone
+    assert rollout_plan(run) == {node: f"{UNIT}: not running or not enabled (inactive, enabled)"}
+    assert node_exec(node, "systemctl", "is-active", f"{UNIT}.service") == "active"
+    assert health(runner, node, timeout=60)[node]["ready"]
+    assert container_id(other) == untouched
 
 
 def test_hung_generation_fails_health_although_health_endpoint_says_200(runner: Runner, hung_generation: str) -> None:

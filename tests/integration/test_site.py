@@ -9,7 +9,25 @@ import re
 from pathlib import Path
 from typing import Any
 
-from conftest import REPO, Runner, host_results, lab, run_log
+from conftest import NO_ROLLOUT, REPO, Runner, host_results, lab, rollout_plan, run_log
+
+
+def assert_each_blob_reached_the_site_cache_once(registry_offset: int) -> None:
+    transfers = lab.registry_blob_transfers(registry_offset)
+    assert {transfer[0] for transfer in transfers} == {lab.SITE_CACHE_ADDRESS}, transfers
+    services = json.loads((lab.STATE_DIR / "services.json").read_text())
+    sizes = {
+        blob["digest"]: int(blob["size"])
+        for key in ("sglang_image", "dcgm_image")
+        for blob in lab.image_blobs(services[key])
+    }
+    sent: dict[str, list[int]] = {}
+    for _client, digest, count in transfers:
+        sent.setdefault(digest, []).append(count)
+    assert set(sent) == set(sizes), (sent, sizes)
+    for digest, counts in sent.items():
+        assert len(counts) <= 2, (digest, counts)
+        assert max(counts) == sizes[digest], (digest, counts)
 
 
 def test_site_check_mode_on_a_fresh_fleet(runner: Runner, lab_state: dict[str, Any]) -> None:
@@ -52,21 +70,7 @@ def test_site_converges_once_per_site_then_changes_nothing(
     # cuts that stream short, which a small blob outruns).
     hub = lab.hub_call("/_lab/stats")
     assert hub["bytes_served"] == hub["repo_bytes"], hub
-    transfers = lab.registry_blob_transfers(registry_offset)
-    assert {transfer[0] for transfer in transfers} == {lab.SITE_CACHE_ADDRESS}, transfers
-    services = json.loads((lab.STATE_DIR / "services.json").read_text())
-    sizes = {
-        blob["digest"]: int(blob["size"])
-        for key in ("sglang_image", "dcgm_image")
-        for blob in lab.image_blobs(services[key])
-    }
-    sent: dict[str, list[int]] = {}
-    for _client, digest, count in transfers:
-        sent.setdefault(digest, []).append(count)
-    assert set(sent) == set(sizes), (sent, sizes)
-    for digest, counts in sent.items():
-        assert len(counts) <= 2, (digest, counts)
-        assert max(counts) == sizes[digest], (digest, counts)
+    assert_each_blob_reached_the_site_cache_once(registry_offset)
 
     # The fleet health report: every server of every node ready (gpu-2, the 8-GPU node, runs two),
     # serving the pinned revision, no drift.
@@ -93,8 +97,11 @@ def test_site_converges_once_per_site_then_changes_nothing(
         r"gpu-1 +pareto-glm53-flash +18080 +yes +- +[0-9.]+ +[0-9.]+ +zai-org/GLM-5.3-Flash", run_log(first)
     )
 
+    assert set(rollout_plan(first)) == gpu_nodes  # the server stage's plan: every node to (re)start
+
     second = runner.playbook(REPO / "site.yml", extravars={"glm_fleet_report_dir": str(report_dir)})
     assert second.status == "successful", run_log(second)
+    assert rollout_plan(second) == NO_ROLLOUT  # and the serial play ran on no node
     changed = {host: n for host, n in second.stats["changed"].items() if n}
     assert changed == {}, f"second run changed something (the controller's report files included): {changed}"
     assert (report_dir / "fleet-health.json").read_text() == json.dumps(report, indent=4, sort_keys=True) + "\n"

@@ -59,8 +59,8 @@ def play_vars(instance: int = 0, **overrides: object) -> dict[str, Any]:
     vars_.setdefault("ansible_facts", {"glm_fleet_gpus": {"names": ["NVIDIA B200"], "min_compute_capability": "10.0"}})
     private = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
     for key, value in private.items():  # private vars are templates over the public ones
-        if key.startswith("__sglang_server_failed") or key == "__sglang_server_router":
-            continue  # those only in a rescue, or in a loop over the gateways
+        if key.startswith("__sglang_server_failed") or key in ("__sglang_server_router", "__sglang_server_unchanged"):
+            continue  # those only in a rescue, in a loop over the gateways, or after the configuration step
         if isinstance(value, str):
             vars_[key] = env.from_string(value).render(**vars_).strip()
         elif isinstance(value, dict):
