@@ -1,8 +1,9 @@
 # Copyright: glm.fleet contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Controller side of glm.fleet.hf_snapshot: plan, check free space, fetch file by file with a
-progress line per file (bytes done / total, rate, ETA), then verify and record; or, with
-step=prune, only the host's pruning of older revisions."""
+progress line per file (bytes done / total, rate, ETA), then verify and record (in the last
+fetch's module run); or, with step=prune, only the host's pruning of older revisions. A snapshot
+that is complete and recorded costs one module run (the plan)."""
 
 from __future__ import annotations
 
@@ -46,14 +47,13 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
         del tmp
-        args = {k: v for k, v in self._task.args.items() if k not in ("step", "files", "manifest")}
+        args = {k: v for k, v in self._task.args.items() if k not in ("step", "files", "manifest", "finalize")}
         if self._task.args.get("step") == "prune":  # one step on the host, no download
             return {**result, **self.step(args, task_vars, step="prune")}
         return self.fetch(result, args, task_vars)
 
     def fetch(self, result: dict, args: dict, task_vars: dict) -> dict:
-        """Plan, check free space, fetch batch by batch with progress lines, then finalize."""
-        host = task_vars.get("inventory_hostname", "?")
+        """Plan, check free space, then fetch (transfer), unless the snapshot is complete and recorded."""
         plan = self.step(args, task_vars, step="plan")
         if plan.get("failed"):
             return plan
@@ -82,14 +82,34 @@ class ActionModule(ActionBase):
                 msg=f"would fetch {len(to_fetch)} of {plan['files']} files ({human_bytes(remaining)})",
             )
             return result
+        if plan.get("recorded"):  # every file verified, records and manifest as they should be: one module run
+            result.update(
+                changed=False,
+                manifest_file=plan["manifest_file"],
+                manifest_sha256=plan["manifest_sha256"],
+                fetched_bytes=0,
+                seconds=0.0,
+                msg=f"all files present; {plan['files']} files ({human_bytes(total)}) verified at {plan['snapshot']}",
+            )
+            return result
+        return self.transfer(result, args, task_vars, plan)
 
-        done = total - remaining
+    def transfer(self, result: dict, args: dict, task_vars: dict, plan: dict) -> dict:
+        """Fetch the planned files batch by batch, a progress line each; the last run also verifies
+        and records (or, with nothing to fetch, a finalize run alone)."""
+        host = task_vars.get("inventory_hostname", "?")
+        to_fetch = plan["to_fetch"]
+        total = plan["total_bytes"]
+        done = total - sum(f["size"] for f in to_fetch)
         started = time.monotonic()
         fetched_bytes = 0
         count = 0
-        for batch in batches(to_fetch):
+        final: dict = {}
+        planned = batches(to_fetch)
+        for number, batch in enumerate(planned, 1):
             paths = [item["path"] for item in batch]
-            res = self.step(args, task_vars, step="fetch", files=paths, manifest=plan["manifest"])
+            last = number == len(planned)  # verifies and records in the same module run
+            res = self.step(args, task_vars, step="fetch", files=paths, manifest=plan["manifest"], finalize=last)
             if res.get("failed"):
                 res["msg"] = f"fetching {', '.join(paths)}: {res.get('msg')}"
                 res["fetched"] = result["fetched"]
@@ -108,8 +128,11 @@ class ActionModule(ActionBase):
                 f"{host}: [{count}/{len(to_fetch)}] {name} ({human_bytes(sum(i['size'] for i in batch))}"
                 f"{', retried: ' + notes if notes else ''}); {progress_line(done, total, rate)}"
             )
+            if last:
+                final = res
 
-        final = self.step(args, task_vars, step="finalize", manifest=plan["manifest"])
+        if not planned:  # nothing to fetch, but the records or the manifest to write
+            final = self.step(args, task_vars, step="finalize", manifest=plan["manifest"])
         if final.get("failed"):
             final["fetched"] = result["fetched"]
             return final

@@ -95,6 +95,10 @@ options:
     type: list
     elements: str
     default: []
+  finalize:
+    description: With O(step=fetch), verify and record in the same run once the files are fetched (the last batch).
+    type: bool
+    default: false
   manifest:
     description: The manifest returned by O(step=plan), so that later steps do not list the repository again.
     type: dict
@@ -198,8 +202,14 @@ free_bytes:
   type: int
 manifest_sha256:
   description: The sha256 of the manifest written to state_dir (what a site cache serves), the anchor of its mirrors.
-  returned: after the finalize step
+  returned: after the finalize step, and with O(step=plan)
   type: str
+recorded:
+  description:
+    - With O(step=plan), whether every file verified and the records and manifest on disk are already what the
+      finalize step would write, so that no further step is needed.
+  returned: with O(step=plan)
+  type: bool
 """
 
 import hashlib
@@ -465,7 +475,14 @@ def run(module: AnsibleModule) -> dict:
     }
     if p["step"] == "plan":
         to_fetch, verified = snap.plan(entries)
-        result.update(to_fetch=to_fetch, verified=len(verified))
+        wanted_manifest = manifest_text(result["manifest"])
+        result.update(
+            to_fetch=to_fetch,
+            verified=len(verified),
+            recorded=not to_fetch and not must_record(snap, verified, wanted_manifest),
+            manifest_file=str(snap.manifest_file),
+            manifest_sha256=hashlib.sha256(wanted_manifest.encode()).hexdigest(),
+        )
         return result
     if p["step"] == "fetch":
         unknown = [f for f in p["files"] if f not in by_path]
@@ -477,7 +494,10 @@ def run(module: AnsibleModule) -> dict:
             with FetchLock(snap.state_dir):
                 fetched = fetch_files(snap, p, by_path, records)
         result.update(changed=bool(p["files"]), fetched=fetched, to_fetch=[])
-        return result
+        if not p["finalize"]:
+            return result
+        final = finalize(module, snap, entries, dict(result))
+        return {**final, "changed": bool(p["files"]) or final["changed"]}
     return finalize(module, snap, entries, result)
 
 
@@ -495,15 +515,26 @@ def fetch_files(snap: Snapshot, p: dict, by_path: dict[str, Entry], records: dic
     return fetched
 
 
+def must_record(snap: Snapshot, fresh: dict[str, dict], wanted_manifest: str) -> bool:
+    """Whether the verification records or the manifest on disk differ from what they should be,
+    or a progress file is left over: what finalize writes."""
+    manifest_file = snap.manifest_file
+    return (
+        fresh != load_records(snap.records_file)
+        or not manifest_file.exists()
+        or manifest_file.read_text() != wanted_manifest
+        or snap.progress_file.exists()
+    )
+
+
 def finalize(module: AnsibleModule, snap: Snapshot, entries: list[Entry], result: dict) -> dict:
     """Every file verified: the records and the manifest (the cache's trust anchor) written."""
     to_fetch, fresh = snap.plan(entries)
     if to_fetch:
         raise SnapshotError(f"the snapshot is incomplete or does not verify: {[f['path'] for f in to_fetch]}")
-    before = load_records(snap.records_file)
     wanted_manifest = manifest_text(result["manifest"])
     manifest_file = snap.manifest_file
-    changed = fresh != before or not manifest_file.exists() or manifest_file.read_text() != wanted_manifest
+    changed = must_record(snap, fresh, wanted_manifest)
     if changed and not module.check_mode:
         with FetchLock(snap.state_dir):
             save_records(snap.records_file, fresh)
@@ -534,6 +565,7 @@ def main() -> None:
             "protect": {"type": "list", "elements": "str", "default": []},
             "protect_from": {"type": "list", "elements": "path", "default": []},
             "files": {"type": "list", "elements": "str", "default": []},
+            "finalize": {"type": "bool", "default": False},
             "manifest": {"type": "dict"},
             "manifest_sha256": {"type": "str", "default": ""},
             "verify": {"type": "str", "choices": ["quick", "full"], "default": "quick"},

@@ -2,10 +2,74 @@
 
 from __future__ import annotations
 
-from ansible_collections.glm.fleet.plugins.action.hf_snapshot import batches
+from types import SimpleNamespace
+from typing import Any
+
+from ansible_collections.glm.fleet.plugins.action.hf_snapshot import ActionModule, batches
 
 
 def test_batches_group_small_files_and_keep_big_ones_alone() -> None:
     gib = 1024**3
     items = [{"size": 10}, {"size": 20}, {"size": 5 * gib}, {"size": 5 * gib}, {"size": 1}]
     assert [len(b) for b in batches(items)] == [3, 1, 1]
+
+
+class Steps(ActionModule):
+    """The action with its module runs replaced by answers from a table, each run recorded."""
+
+    def __init__(self, plan: dict, check_mode: bool = False) -> None:  # no ActionBase set-up: only fetch() runs
+        self.plan, self.runs = plan, []
+        self._task = SimpleNamespace(check_mode=check_mode)
+
+    def step(self, args: dict, task_vars: dict, **extra: Any) -> dict:
+        del args, task_vars
+        self.runs.append({k: v for k, v in extra.items() if k != "manifest"})
+        if extra["step"] == "plan":
+            return self.plan
+        final = {"changed": True, "manifest_file": "/m", "manifest_sha256": "f" * 64}
+        if extra["step"] == "fetch":
+            fetched = [{"bytes": 10, "stalls": 0, "corrupt": 0} for _path in extra["files"]]
+            return {"fetched": fetched, **(final if extra["finalize"] else {"changed": True})}
+        return final
+
+
+def plan(to_fetch: list[dict], recorded: bool = False) -> dict:
+    return {
+        "snapshot": "/s", "files": 3, "total_bytes": 30, "to_fetch": to_fetch, "manifest": {},
+        "free_bytes": 10 * 1024**4, "recorded": recorded, "manifest_file": "/m", "manifest_sha256": "e" * 64,
+    }  # fmt: skip
+
+
+def test_a_complete_recorded_snapshot_costs_the_plan_alone() -> None:
+    action = Steps(plan([], recorded=True))
+    result = action.fetch({}, {}, {})
+    assert action.runs == [{"step": "plan"}]
+    assert result["changed"] is False
+    assert result["manifest_sha256"] == "e" * 64
+
+
+def test_the_last_fetch_verifies_and_records_in_its_own_module_run() -> None:
+    gib = 1024**3
+    action = Steps(plan([{"path": "a", "size": gib}, {"path": "b", "size": 10}]))
+    result = action.fetch({}, {}, {})
+    assert action.runs == [
+        {"step": "plan"},
+        {"step": "fetch", "files": ["a"], "finalize": False},
+        {"step": "fetch", "files": ["b"], "finalize": True},
+    ]
+    assert result["changed"] is True
+    assert result["manifest_sha256"] == "f" * 64
+
+
+def test_nothing_to_fetch_but_records_to_write_runs_finalize() -> None:
+    action = Steps(plan([], recorded=False))
+    result = action.fetch({}, {}, {})
+    assert action.runs == [{"step": "plan"}, {"step": "finalize"}]
+    assert result["manifest_sha256"] == "f" * 64
+
+
+def test_check_mode_runs_the_plan_alone() -> None:
+    action = Steps(plan([{"path": "a", "size": 10}]), check_mode=True)
+    result = action.fetch({}, {}, {})
+    assert action.runs == [{"step": "plan"}]
+    assert result["changed"] is True
