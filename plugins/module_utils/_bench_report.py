@@ -22,7 +22,8 @@ def markdown(report: Mapping[str, Any]) -> str:
         "",
         f"{report['model']} through {', '.join(report['targets'])} ({report['via']}); "
         f"{report['gpus']} GPUs; {bench['input_tokens']} tokens in, {bench['output_tokens']} out per request; "
-        f"{bench['requests_per_client']} requests per client at each level.",
+        f"{bench['requests_per_client']} requests per client at each level. Load generator: "
+        f"{report.get('calibration', {}).get('load_generator', 'builtin')}.",
         "",
         "## Throughput and latency per level",
         "",

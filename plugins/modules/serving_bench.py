@@ -62,6 +62,30 @@ options:
     description: Seed of the prompts' words.
     type: int
     default: 0
+  load_generator:
+    description:
+      - C(aiperf) runs NVIDIA's AIPerf (C(aiperf profile)) for each level, a closed loop of O(concurrency) streams
+        round-robin over O(targets), and computes the figures from its per-request records.
+        The key reaches it through its environment, never its argv or its configuration file.
+      - C(builtin) sends the requests with this collection's own client (standard library only).
+      - Either way, the prompts are sized from two probe requests' token counts, so that each request's input
+        is O(input_tokens) as the server counts it (chat template included).
+    type: str
+    choices: [aiperf, builtin]
+    default: builtin
+  aiperf:
+    description: The C(aiperf) executable (with O(load_generator=aiperf)).
+    type: path
+  tokenizer:
+    description:
+      - Directory with the model's C(tokenizer.json) (and C(tokenizer_config.json) when the model has one), with
+        which AIPerf sizes its prompts (with O(load_generator=aiperf)).
+    type: path
+  artifacts_dir:
+    description:
+      - Where AIPerf writes each level's configuration and exports, in C(concurrency-<N>) (with
+        O(load_generator=aiperf)). AIPerf writes C(<redacted>) for the key.
+    type: path
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 attributes:
@@ -101,11 +125,15 @@ levels:
       client was busy, without the ramp-down of the level's last requests), C(input_throughput),
       C(request_throughput), C(per_user_tps), C(mean_input_tokens), C(mean_output_tokens) and
       C(ttft_ms), C(itl_ms), C(tpot_ms), C(e2e_ms) (each C(mean), C(p50), C(p90), C(p95), C(p99)).
+    - With O(load_generator=aiperf), also C(aiperf), AIPerf's own figures for the level as a cross-check
+      (C(output_throughput), C(per_user_tps_p50), C(ttft_p50_ms)).
   returned: success
   type: list
   elements: dict
 calibration:
-  description: How the prompts were sized (C(words), C(tokens_per_word), C(template_tokens)).
+  description:
+    - How the prompts were sized (C(words), C(tokens_per_word), C(template_tokens)), and by which load generator
+      (C(load_generator), for AIPerf with its version and the prompt length it was given, C(aiperf_isl)).
   returned: success
   type: dict
 failed_requests:
@@ -114,10 +142,48 @@ failed_requests:
   type: int
 """
 
+import json
+import os
+from typing import Any
+
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.glm.fleet.plugins.module_utils import _aiperf
 from ansible_collections.glm.fleet.plugins.module_utils._bench_metrics import level_metrics
 from ansible_collections.glm.fleet.plugins.module_utils._serving_load import Target, run_level, words_for
+
+
+def aiperf_levels(module: AnsibleModule, isl: int) -> tuple[list[dict[str, Any]], str]:
+    """Each level through AIPerf: its configuration file, its run, its records as samples."""
+    p = module.params
+    version = "unknown"
+    env = _aiperf.environment(os.environ, p["api_key"], p["ca_file"])
+    levels = []
+    for concurrency in p["concurrency"]:
+        artifacts = os.path.join(p["artifacts_dir"], f"concurrency-{concurrency}")
+        _aiperf.prepare(artifacts)
+        config = _aiperf.level_config(
+            urls=p["targets"], model=p["model"], concurrency=concurrency,
+            requests=concurrency * p["requests_per_client"], isl=isl, osl=p["output_tokens"],
+            timeout=p["request_timeout"], seed=p["seed"] + len(levels), tokenizer=p["tokenizer"],
+            artifacts=artifacts, with_key=bool(p["api_key"]),
+        )  # fmt: skip
+        config_file = os.path.join(artifacts, "aiperf.yaml")
+        with open(os.open(config_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as f:
+            json.dump(config, f, indent=1)  # JSON is YAML
+        result = _aiperf.run(p["aiperf"], config_file, env)
+        lines = _aiperf.read_records(artifacts)
+        if lines is None:
+            tail = (result.stdout + result.stderr)[-2000:]
+            module.fail_json(msg=f"serving benchmark: aiperf wrote no records for {concurrency} users "
+                             f"(exit status {result.returncode}): {tail}")  # fmt: skip
+        version = _aiperf.read_version(artifacts) or version
+        samples = _aiperf.samples(lines)
+        duration, window = _aiperf.span(samples, concurrency)
+        levels.append(
+            {**level_metrics(concurrency, samples, duration, window), "aiperf": _aiperf.own_figures(artifacts)}
+        )
+    return levels, f"aiperf {version}"
 
 
 def main() -> None:
@@ -133,7 +199,12 @@ def main() -> None:
             "requests_per_client": {"type": "int", "default": 4},
             "request_timeout": {"type": "float", "default": 600},
             "seed": {"type": "int", "default": 0},
+            "load_generator": {"type": "str", "choices": ["aiperf", "builtin"], "default": "builtin"},
+            "aiperf": {"type": "path"},
+            "tokenizer": {"type": "path"},
+            "artifacts_dir": {"type": "path"},
         },
+        required_if=[("load_generator", "aiperf", ("aiperf", "tokenizer", "artifacts_dir"))],
         supports_check_mode=True,
     )
     p = module.params
@@ -144,17 +215,22 @@ def main() -> None:
         words, calibration = words_for(targets, p["model"], p["input_tokens"])
     except RuntimeError as err:
         module.fail_json(msg=f"serving benchmark: {err}")
-    levels = []
-    for concurrency in p["concurrency"]:
-        samples, duration, window = run_level(
-            targets, p["model"], concurrency=concurrency, requests=concurrency * p["requests_per_client"],
-            words=words, max_tokens=p["output_tokens"], seed=p["seed"] + 1_000_000 * len(levels),
-        )  # fmt: skip
-        levels.append(level_metrics(concurrency, samples, duration, window))
+    if p["load_generator"] == "aiperf":
+        # AIPerf counts a prompt's tokens before the chat template; the server counts them with it.
+        calibration["aiperf_isl"] = max(1, p["input_tokens"] - round(calibration["template_tokens"]))
+        levels, generator = aiperf_levels(module, int(calibration["aiperf_isl"]))
+    else:
+        levels, generator = [], "builtin"
+        for concurrency in p["concurrency"]:
+            samples, duration, window = run_level(
+                targets, p["model"], concurrency=concurrency, requests=concurrency * p["requests_per_client"],
+                words=words, max_tokens=p["output_tokens"], seed=p["seed"] + 1_000_000 * len(levels),
+            )  # fmt: skip
+            levels.append(level_metrics(concurrency, samples, duration, window))
     module.exit_json(
         changed=False,
         levels=levels,
-        calibration={"words": words, **calibration},
+        calibration={"load_generator": generator, "words": words, **calibration},
         failed_requests=sum(level["failed"] for level in levels),
     )
 

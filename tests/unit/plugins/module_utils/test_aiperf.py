@@ -1,0 +1,100 @@
+"""AIPerf as the load generator: its configuration never carries the key, and its records (as
+AIPerf 0.13.0 wrote them against the SGLang stand-in) become the benchmark's samples."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.glm.fleet.plugins.module_utils import _aiperf
+from ansible_collections.glm.fleet.plugins.module_utils._bench_metrics import level_metrics
+
+RECORDS = Path(__file__).parent / "data" / "aiperf-0.13.0-records.jsonl"
+
+
+def config(**overrides: object) -> dict:
+    args = {
+        "urls": ["https://gw:443", "http://s2:18080"], "model": "glm", "concurrency": 8, "requests": 32,
+        "isl": 1006, "osl": 1024, "timeout": 600, "seed": 3, "tokenizer": "/t", "artifacts": "/a", "with_key": True,
+    }  # fmt: skip
+    return _aiperf.level_config(**{**args, **overrides})  # type: ignore[arg-type]
+
+
+def test_the_configuration_names_the_keys_variable_and_sets_a_closed_loop() -> None:
+    bench = config()["benchmark"]
+    assert bench["endpoint"]["api_key"] == "${GLM_FLEET_BENCH_API_KEY}"
+    assert bench["endpoint"]["urls"] == ["https://gw:443", "http://s2:18080"]
+    assert bench["endpoint"]["streaming"] is True
+    assert bench["endpoint"]["use_server_token_count"] is True
+    assert bench["endpoint"]["extra"] == {"ignore_eos": True}
+    assert bench["phases"] == [
+        {"name": "profiling", "kind": "profiling", "type": "concurrency", "requests": 32, "concurrency": 8}
+    ]
+    assert bench["datasets"][0]["prompts"] == {"isl": {"mean": 1006, "stddev": 0}, "osl": {"mean": 1024, "stddev": 0}}
+    assert bench["datasets"][0]["entries"] == 32
+    assert "api_key" not in config(with_key=False)["benchmark"]["endpoint"]
+
+
+def test_the_key_goes_to_aiperfs_environment_alone() -> None:
+    env = _aiperf.environment({"PATH": "/bin", "GLM_FLEET_BENCH_API_KEY": "stale"}, "sk-new", "/ca.pem")
+    assert env == {"PATH": "/bin", "GLM_FLEET_BENCH_API_KEY": "sk-new", "SSL_CERT_FILE": "/ca.pem"}
+    assert _aiperf.environment({"GLM_FLEET_BENCH_API_KEY": "stale"}, None, None) == {}
+
+
+def test_records_become_samples_with_the_servers_token_counts() -> None:
+    ok, again, failed = _aiperf.samples(RECORDS.read_text().splitlines())
+    assert ok["ok"]
+    assert again["ok"]
+    assert ok["input_tokens"] == 218  # usage.prompt_tokens: the chat template included
+    assert ok["output_tokens"] == 48
+    assert len(ok["itl"]) == 47
+    assert ok["ttft"] == pytest.approx(0.061268173)
+    assert ok["latency"] == pytest.approx(3.195144991)
+    assert ok["end"] - ok["start"] == pytest.approx(ok["latency"], abs=0.02)
+    assert failed == {
+        "ok": False,
+        "error": '401 Unauthorized: {"error": "Unauthorized"}',
+        "start": pytest.approx(1796118405.596483),
+    }
+
+
+def test_warm_up_records_are_left_out() -> None:
+    line = json.loads(RECORDS.read_text().splitlines()[0])
+    line["metadata"]["benchmark_phase"] = "warmup"
+    assert _aiperf.samples([json.dumps(line), ""]) == []
+
+
+def test_the_busy_window_ends_when_the_first_client_runs_out_of_requests() -> None:
+    # 2 clients, 4 requests: answers at 1, 2, 3, 4; the last request goes out at the 2nd answer, so
+    # from the 3rd answer on one client is idle.
+    level = [{"ok": True, "start": s, "end": e} for s, e in ((0.0, 1.0), (0.0, 2.0), (1.0, 3.0), (2.0, 4.0))]
+    assert _aiperf.span(level, 2) == (4.0, (0.0, 3.0))
+    assert _aiperf.span([], 2) == (0.0, (0.0, 0.0))
+    failed = [{"ok": False, "start": 5.0}]
+    assert _aiperf.span(failed, 1) == (0.0, (5.0, 5.0))
+
+
+def test_a_level_of_aiperf_records_has_sglangs_figures() -> None:
+    level = _aiperf.samples(RECORDS.read_text().splitlines())
+    duration, window = _aiperf.span(level, 2)
+    figures = level_metrics(2, level, duration, window)
+    assert figures["completed"] == 2
+    assert figures["failed"] == 1
+    assert figures["first_error"].startswith("401 Unauthorized")
+    assert figures["mean_output_tokens"] == 48.0
+    assert figures["per_user_tps"] == pytest.approx(15.0, rel=0.01)  # the stand-in's 60 tok/s over 4 streams
+
+
+def test_a_rerun_never_reads_the_last_runs_records(tmp_path: Path) -> None:
+    artifacts = tmp_path / "concurrency-1"
+    artifacts.mkdir()
+    (artifacts / "profile_export.jsonl").write_text("old\n")
+    (artifacts / "profile_export_aiperf.json").write_text('{"aiperf_version": "0.1"}')
+    _aiperf.prepare(str(artifacts))
+    assert _aiperf.read_records(str(artifacts)) is None
+    assert _aiperf.read_version(str(artifacts)) is None
+    (artifacts / "profile_export_aiperf.json").write_text('{"aiperf_version": "0.13.0"}')
+    assert _aiperf.read_version(str(artifacts)) == "0.13.0"
+    assert _aiperf.own_figures(str(artifacts)) is None
