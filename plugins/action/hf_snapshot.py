@@ -24,14 +24,18 @@ BATCH_BYTES = 1024**3
 
 
 def batches(items: list[dict], size: int = BATCH_BYTES) -> list[list[dict]]:
+    """Batches of at least `size` bytes, in order; files left over after the last full batch that
+    make less than half a batch join it (a module run costs its start-up, whatever it fetches)."""
     out: list[list[dict]] = [[]]
     acc = 0
+    left = sum(item["size"] for item in items)
     for item in items:
-        if acc >= size:
+        if acc >= size and left >= size // 2:
             out.append([])
             acc = 0
         out[-1].append(item)
         acc += item["size"]
+        left -= item["size"]
     return [b for b in out if b]
 
 

@@ -123,6 +123,12 @@ options:
     description: Attempts per file, counting stalls, dropped connections and files that do not verify.
     type: int
     default: 5
+  mirror_streams:
+    description:
+      - With O(source=mirror), how many files are fetched at once (each over its own connection, hashed as it
+        arrives). From the Hub, files are fetched one at a time.
+    type: int
+    default: 2
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 attributes:
@@ -216,7 +222,9 @@ import hashlib
 import json
 import os
 import shutil
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ansible.module_utils.basic import AnsibleModule
@@ -278,6 +286,7 @@ class Snapshot:
         self.state_dir = Path(params["state_dir"])
         self.records_file = self.state_dir / f"{self.paths.repo.name}--{params['revision']}.verified.json"
         self.progress_file = self.state_dir / "progress.json"
+        self.progress_lock = threading.Lock()  # files fetched at once share the progress file
 
     # -- listing --
 
@@ -353,9 +362,10 @@ class Snapshot:
     def write_progress(self, entry: Entry, done: int, started: float) -> None:
         elapsed = max(time.monotonic() - started, 1e-6)
         data = {"file": entry.path, "bytes": done, "size": entry.size, "rate": done / elapsed, "time": time.time()}
-        tmp = self.progress_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data) + "\n")
-        os.replace(tmp, self.progress_file)
+        with self.progress_lock:
+            tmp = self.progress_file.with_suffix(".tmp")
+            tmp.write_text(json.dumps(data) + "\n")
+            os.replace(tmp, self.progress_file)
 
     def attempt_hub(self, entry: Entry, report: FetchReport, started: float) -> None:
         cmd = [
@@ -502,16 +512,26 @@ def run(module: AnsibleModule) -> dict:
 
 
 def fetch_files(snap: Snapshot, p: dict, by_path: dict[str, Entry], records: dict[str, dict]) -> list[dict]:
-    """Fetch the files one by one; a file is recorded only once it verified."""
-    fetched = []
-    for path in p["files"]:
+    """Fetch the files, from the mirror `mirror_streams` at a time, from the Hub one by one; a file
+    is recorded, in order, only once it verified. A file that fails stops the files not yet started."""
+
+    def one(path: str) -> tuple[str, FetchReport, dict]:
         entry = by_path[path]
         # what the plan found there is wrong or partial; the mirror resumes its own partial file
         remove_local(snap.paths, entry, keep=snap.partial_name(entry) if p["source"] == "mirror" else "")
         report, record = snap.fetch(entry)
-        records[path] = record
-        save_records(snap.records_file, records)
-        fetched.append(report.__dict__)
+        return path, report, record
+
+    streams = max(1, p["mirror_streams"]) if p["source"] == "mirror" else 1
+    fetched = []
+    pool = ThreadPoolExecutor(max_workers=streams)
+    try:
+        for path, report, record in pool.map(one, p["files"]):
+            records[path] = record
+            save_records(snap.records_file, records)
+            fetched.append(report.__dict__)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     return fetched
 
 
@@ -571,6 +591,7 @@ def main() -> None:
             "verify": {"type": "str", "choices": ["quick", "full"], "default": "quick"},
             "stall_timeout": {"type": "int", "default": 120},
             "retries": {"type": "int", "default": 5},
+            "mirror_streams": {"type": "int", "default": 2},
         },
         supports_check_mode=True,
     )

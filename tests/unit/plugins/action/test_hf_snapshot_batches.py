@@ -11,7 +11,17 @@ from ansible_collections.glm.fleet.plugins.action.hf_snapshot import ActionModul
 def test_batches_group_small_files_and_keep_big_ones_alone() -> None:
     gib = 1024**3
     items = [{"size": 10}, {"size": 20}, {"size": 5 * gib}, {"size": 5 * gib}, {"size": 1}]
-    assert [len(b) for b in batches(items)] == [3, 1, 1]
+    assert [len(b) for b in batches(items)] == [3, 2]  # the last small file rides with the shard before it
+    shards = [{"size": 5 * gib} for _shard in range(3)]
+    assert [len(b) for b in batches([*shards, {"size": gib // 2}])] == [1, 1, 1, 1]
+
+
+def test_a_repository_of_about_one_batch_is_one_module_run() -> None:
+    # The lab's 1 GB repository: two small files, four 256 MiB shards, three small files after them.
+    small = [{"size": 300}, {"size": 60}]
+    shards = [{"size": 256 * 1024**2 + 152} for _shard in range(4)]
+    tail = [{"size": 381}, {"size": 1_774_213}, {"size": 72}]
+    assert [len(b) for b in batches(small + shards + tail)] == [9]
 
 
 class Steps(ActionModule):
@@ -50,7 +60,7 @@ def test_a_complete_recorded_snapshot_costs_the_plan_alone() -> None:
 
 def test_the_last_fetch_verifies_and_records_in_its_own_module_run() -> None:
     gib = 1024**3
-    action = Steps(plan([{"path": "a", "size": gib}, {"path": "b", "size": 10}]))
+    action = Steps(plan([{"path": "a", "size": gib}, {"path": "b", "size": gib}]))
     result = action.fetch({}, {}, {})
     assert action.runs == [
         {"step": "plan"},

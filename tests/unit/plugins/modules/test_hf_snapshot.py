@@ -393,3 +393,58 @@ def test_without_a_verified_manifest_a_cache_that_is_down_is_named_with_what_to_
     assert f"cannot read http://127.0.0.1:9/{REPO_ID}/{REV}.manifest.json" in message
     assert "site.yml --tags site_cache" in message
     assert "model_weights_mirror_url empty" in message
+
+
+# --- files fetched at once from the site cache -----------------------------------------------------
+
+
+class Transfers(hf_snapshot.Snapshot):
+    """A mirror snapshot whose downloads take 50 ms each and count how many run at once; `fail`
+    names a file whose download fails for good."""
+
+    def __init__(self, tmp_path: Path, fail: str = "") -> None:
+        super().__init__({
+            "cache_dir": str(tmp_path / "hf"), "state_dir": str(tmp_path / "state"), "repo_id": REPO_ID,
+            "revision": REV, "source": "mirror",
+        })  # fmt: skip
+        self.state_dir.mkdir(parents=True)
+        self.fail, self.lock, self.running, self.most, self.started = fail, threading.Lock(), 0, 0, []
+
+    def fetch(self, entry: model.Entry) -> tuple[model.FetchReport, dict]:
+        with self.lock:
+            self.running += 1
+            self.most = max(self.most, self.running)
+            self.started.append(entry.path)
+        threading.Event().wait(0.05)
+        with self.lock:
+            self.running -= 1
+        if entry.path == self.fail:
+            raise model.SnapshotError(f"{entry.path}: failed after 5 attempts")
+        return model.FetchReport(path=entry.path, bytes=entry.size, seconds=0.05), {"sha256": entry.path}
+
+
+def entries(count: int) -> dict[str, model.Entry]:
+    return {f"f{i}": model.Entry(f"f{i}", 10, "0" * 40, "1" * 64) for i in range(count)}
+
+
+@pytest.mark.parametrize(("source", "streams", "most"), [("mirror", 2, 2), ("mirror", 1, 1), ("hub", 2, 1)])
+def test_mirror_files_are_fetched_streams_at_a_time_and_recorded_in_order(
+    tmp_path: Path, source: str, streams: int, most: int
+) -> None:
+    snap, by_path, records = Transfers(tmp_path), entries(6), {}
+    params = {"files": list(by_path), "source": source, "mirror_streams": streams}
+    fetched = hf_snapshot.fetch_files(snap, params, by_path, records)
+    assert snap.most == most
+    assert [f["path"] for f in fetched] == list(by_path)
+    assert list(json.loads(snap.records_file.read_text())["files"]) == list(by_path)
+
+
+def test_a_file_that_fails_stops_the_files_not_yet_started(tmp_path: Path) -> None:
+    snap, by_path, records = Transfers(tmp_path, fail="f1"), entries(8), {}
+    with pytest.raises(model.SnapshotError, match="f1: failed after 5 attempts"):
+        hf_snapshot.fetch_files(
+            snap, {"files": list(by_path), "source": "mirror", "mirror_streams": 2}, by_path, records
+        )
+    assert len(snap.started) <= 4  # f0 and f1, and at most the two that took their places
+    assert "f1" not in records
+    assert "f0" in records
