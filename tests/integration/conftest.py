@@ -140,6 +140,8 @@ def host_results(run: ansible_runner.Runner, task: str | None = None) -> dict[st
 # playbooks/sglang_server.yml: its serial play, and what its plan says when no node needs it.
 ROLLING_PLAY = "Serve GLM-5.3-Flash with SGLang, rolling and health-gated, on the nodes that need it"
 NO_ROLLOUT = "No node needs a (re)start: every server runs as configured and serves."
+# roles/sglang_server/tasks/precompile.yml: the compile before a server's restart (sglang_server_precompile).
+PRECOMPILE_TASK = "Compile the kernels with python3 -m sglang.compile_deep_gemm"
 
 
 def rollout_plan(run: ansible_runner.Runner) -> dict[str, str] | str:

@@ -15,7 +15,17 @@ from typing import Any
 
 import anthropic
 import pytest
-from conftest import REPO, ROLLING_PLAY, Runner, host_results, lab, router_workers, run_log, site_stage
+from conftest import (
+    PRECOMPILE_TASK,
+    REPO,
+    ROLLING_PLAY,
+    Runner,
+    host_results,
+    lab,
+    router_workers,
+    run_log,
+    site_stage,
+)
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -293,14 +303,18 @@ def test_a_stopped_server_fails_only_its_requests_in_flight_and_rejoins_when_bac
 def test_a_new_image_rolls_through_the_gateway_without_failing_a_request(
     runner: Runner, gateway: dict[str, Any], slow_generation: list[tuple[str, str]]
 ) -> None:
-    """A rollout of a new image digest (site.yml's artifacts and server stages, at -vvv) while
-    developers stream through the gateway: each server leaves the router's rotation, finishes what it
-    is generating, restarts, passes its gate and comes back; not one request fails."""
+    """A rollout of a new image digest (site.yml's artifacts and server stages, at -vvv, with
+    sglang_server_precompile) while developers stream through the gateway: each server leaves the
+    router's rotation, finishes what it is generating, restarts, passes its gate and comes back; not
+    one request fails. The canary's kernels are compiled before its restart, every other node loads
+    the canary's copy."""
     image = json.loads((lab.STATE_DIR / "services.json").read_text())["sglang_image_next"]
     nodes = [n["container"] for n in gateway["nodes"] if n["group"] == "gpu_nodes"]
     servers = server_containers(nodes)
     before = {(node, name): in_node(node, "docker", "inspect", "-f", "{{.Id}}", name) for node, name in servers}
     paced = {"GLM_STANDIN_LOAD_SECONDS": "3", "GLM_STANDIN_JIT_SECONDS": "4", "GLM_STANDIN_SECONDS_PER_TOKEN": "0.1"}
+    # The stand-in's compile_deep_gemm polls and lingers 1 s instead of the real script's 10 s.
+    paced |= {"GLM_STANDIN_COMPILE_POLL_SECONDS": "1", "GLM_STANDIN_COMPILE_SAFETY_SECONDS": "1"}
     # No node and not the controller holds kernels of the new image yet.
     digest = image.split("@sha256:")[1][:16]
     for node in nodes:
@@ -313,7 +327,7 @@ def test_a_new_image_rolls_through_the_gateway_without_failing_a_request(
         rollout_start = time.monotonic()
         run = runner.playbook(
             REPO / "site.yml", tags="artifacts,server", verbosity=3,
-            extravars={"deployment_image": image, "sglang_server_env": paced},
+            extravars={"deployment_image": image, "sglang_server_env": paced, "sglang_server_precompile": True},
         )  # fmt: skip
         rollout_end = time.monotonic()
         time.sleep(3)
@@ -356,19 +370,7 @@ def test_a_new_image_rolls_through_the_gateway_without_failing_a_request(
                       ["journalctl", "--no-pager", "-u", name], ["docker", "inspect", name]):  # fmt: skip
             assert key not in in_node(node, *where), where
         assert in_node(node, "stat", "-c", "%a %U", f"/etc/glm-fleet/sglang/{name}.yaml") == "600 root"
-        # Compiled once for the fleet: the canary's server compiled the new image's kernels, the
-        # controller kept them, and every later server loaded them instead (the stand-in's JIT is
-        # 4 s, as DeepGEMM's is 10-20 minutes).
-        assert [path.name for path in JIT_SHARE.glob(f"{digest}-*")] == [f"{digest}-NVIDIA-B200-cc10.0.tar.gz"]
-        starts = {server: server_start(*server, since) for server in servers}
-        canary = [server for server in servers if server[0] == nodes[0]]
-        assert all(starts[server]["jit"] == "compiled" for server in canary[:1]), starts
-        assert all(start["jit"] == "cache" for server, start in starts.items() if server not in canary[:1]), starts
-        seeded = [start["ready_s"] for server, start in starts.items() if server[0] != nodes[0]]
-        print(
-            f"time to ready in the rollout: canary {starts[canary[0]]['ready_s']:.1f} s (compiled), "
-            f"other nodes' servers {min(seeded):.1f}-{max(seeded):.1f} s (kernels from the canary's copy)"
-        )
+        compiled_once_before_the_canarys_restart(run, gateway, servers, digest, since)
     finally:
         restore = runner.playbook(REPO / "site.yml", tags="artifacts,server")
         assert restore.status == "successful", run_log(restore)
@@ -404,6 +406,34 @@ def test_servers_join_and_leave_the_running_router_without_cutting_a_stream(
     )
     assert not failed, f"{len(failed)} of {len(load.results)} requests failed: {failed[:3]}"
     assert len(load.results) >= 2 * CONCURRENCY
+
+
+def compiled_once_before_the_canarys_restart(
+    run: Any, gateway: dict[str, Any], servers: list[tuple[str, str]], digest: str, since: str
+) -> None:
+    """Compiled once for the fleet, before the canary's restart: sglang.compile_deep_gemm with the
+    canary's arguments compiled the new image's kernels (the stand-in's JIT is 4 s, as DeepGEMM's is
+    10-20 minutes), the canary's server loaded them, the controller kept a copy, and every other
+    server loaded that copy."""
+    compiles = [
+        e["event_data"] for e in run.events if e.get("event") == "runner_on_ok"
+        and e["event_data"].get("task", "").startswith(PRECOMPILE_TASK)
+    ]  # fmt: skip
+    canary_node = servers[0][0]
+    canary_host = next(n["name"] for n in gateway["nodes"] if n["container"] == canary_node)
+    assert [c["host"] for c in compiles] == [canary_host], compiles
+    assert compiles[0]["res"]["rc"] == 0
+    assert "DeepGEMM: compiled glm-standin-kernels-" in compiles[0]["res"]["stdout"]
+    assert "DeepGEMM Kernels compilation finished successfully." in compiles[0]["res"]["stdout"]
+    assert [path.name for path in JIT_SHARE.glob(f"{digest}-*")] == [f"{digest}-NVIDIA-B200-cc10.0.tar.gz"]
+    starts = {server: server_start(*server, since) for server in servers}
+    assert all(start["jit"] == "cache" for start in starts.values()), starts
+    seeded = [start["ready_s"] for server, start in starts.items() if server[0] != canary_node]
+    print(
+        f"time to ready in the rollout: the canary's compile {compiles[0].get('duration', float('nan')):.1f} s"
+        f" before its restart, its server {starts[servers[0]]['ready_s']:.1f} s (kernels precompiled), "
+        f"other nodes' servers {min(seeded):.1f}-{max(seeded):.1f} s (kernels from the canary's copy)"
+    )
 
 
 def server_start(node: str, name: str, since: str) -> dict[str, Any]:

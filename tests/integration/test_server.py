@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import REPO, Runner, host_results, lab, rollout_plan, router_workers, run_log
+from conftest import PRECOMPILE_TASK, REPO, Runner, host_results, lab, rollout_plan, router_workers, run_log
 
 PLAYBOOK = REPO / "playbooks" / "sglang_server.yml"
 UNIT = "pareto-glm53-flash"
@@ -156,6 +156,18 @@ def test_a_restarted_server_loads_its_kernels_from_the_images_jit_cache(runner: 
     print(f"cold start: {compiled[0]}; a restart with the cache was ready {ready:.1f} s after systemctl restart")
 
 
+def rest_untouched_and_canary_back_in_rotation(runner: Runner, serving: list[str], before: dict[str, str]) -> None:
+    """After a canary's rollback: the other nodes' servers were not restarted, every server serves,
+    and the canary (drained before its restart) is back in the gateway's rotation."""
+    canary, rest = serving[0], serving[1:]
+    for node in rest:
+        assert container_id(node) == before[node], f"{node} was restarted after the canary failed"
+    fleet = health(runner, ",".join(serving), timeout=30)
+    assert all(res["ready"] for res in fleet.values()), fleet
+    address = next(n["address"] for n in lab.status()["nodes"] if n["name"] == canary)
+    assert router_workers().get(f"http://{address}:18080") is True, router_workers()
+
+
 def test_a_canary_that_never_becomes_healthy_is_rolled_back_and_stops_the_rollout(
     runner: Runner, serving: list[str]
 ) -> None:
@@ -181,18 +193,55 @@ def test_a_canary_that_never_becomes_healthy_is_rolled_back_and_stops_the_rollou
         assert node_exec(canary, "cat", env_file) == env_before
         assert "GLM_STANDIN_FAULT" not in node_exec(canary, "docker", "inspect", "-f", "{{.Config.Env}}", UNIT)
         for node in rest:
-            assert container_id(node) == before[node], f"{node} was restarted after the canary failed"
             assert node_exec(node, "cat", f"/etc/systemd/system/{UNIT}.service") == unit_before[node]
-        fleet = health(runner, ",".join(serving), timeout=30)
-        assert all(res["ready"] for res in fleet.values()), fleet
-        # Drained before its restart, back in the gateway's rotation once its last good version served.
-        address = next(n["address"] for n in lab.status()["nodes"] if n["name"] == canary)
-        assert router_workers().get(f"http://{address}:18080") is True, router_workers()
+        rest_untouched_and_canary_back_in_rotation(runner, serving, before)
     finally:
         restore = runner.playbook(PLAYBOOK)
         assert restore.status == "successful", run_log(restore)
     # Rolled back completely: the inventory's version changes nothing on the canary.
     assert restore.stats["changed"].get(canary, 0) == 0, run_log(restore)
+
+
+def test_a_canary_whose_kernels_do_not_compile_in_time_is_rolled_back(runner: Runner, serving: list[str]) -> None:
+    """With sglang_server_precompile, a canary without kernels for its image runs the stand-in's
+    compile_deep_gemm, which (as the real script) polls every 10 s and never exits on its own timeout:
+    the run stops its container at sglang_server_precompile_timeout, does not restart the server on
+    the new version, rolls it back (healthy, back in rotation), and stops with a message naming the
+    compile; the other nodes are untouched."""
+    canary = serving[0]
+    before = {node: container_id(node) for node in serving}
+    unit_before = node_exec(canary, "cat", f"/etc/systemd/system/{UNIT}.service")
+    node_exec(canary, "sh", "-c", "rm -rf /var/lib/glm-fleet/sglang-cache/*")  # no kernels for any image
+    changed = {"GLM_STANDIN_LOAD_SECONDS": "1", "GLM_STANDIN_JIT_SECONDS": "4"}
+    settings = {
+        "sglang_server_env": changed, "sglang_server_precompile": True, "sglang_server_precompile_timeout": 5,
+        "sglang_server_jit_share": False,  # the fleet's copy would seed the canary: nothing to compile
+    }  # fmt: skip
+    run = runner.playbook(PLAYBOOK, extravars=settings)
+    try:
+        assert run.status == "failed", run_log(run)
+        assert set(run.stats["failures"]) == {canary}
+        log = run_log(run)
+        assert (
+            f"{UNIT} (port 18080): its kernels did not compile (python3 -m sglang.compile_deep_gemm): "
+            "it did not finish within sglang_server_precompile_timeout (5 s)"
+        ) in log
+        assert "Rolled back to its last good version (unit, keys, environment), which serves again." in log
+        compiles = [
+            e["event_data"]["host"] for e in run.events if e.get("event") == "runner_on_ok"
+            and e["event_data"].get("task", "").startswith(PRECOMPILE_TASK)
+        ]  # fmt: skip
+        assert compiles == [canary]
+        # Stopped at the deadline, its container removed; the server never ran the new version.
+        assert node_exec(canary, "docker", "ps", "--all", "--quiet", "--filter", f"name={UNIT}-precompile") == ""
+        assert node_exec(canary, "cat", f"/etc/systemd/system/{UNIT}.service") == unit_before
+        assert container_id(canary) not in ("", before[canary])
+        environment = node_exec(canary, "docker", "inspect", "-f", "{{.Config.Env}}", UNIT)
+        assert "GLM_STANDIN_LOAD_SECONDS=1" not in environment
+        rest_untouched_and_canary_back_in_rotation(runner, serving, before)
+    finally:
+        restore = runner.playbook(PLAYBOOK)
+        assert restore.status == "successful", run_log(restore)
 
 
 def test_the_serving_key_is_not_an_admin_key(serving: list[str]) -> None:

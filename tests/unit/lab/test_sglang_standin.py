@@ -41,6 +41,7 @@ from ansible_collections.glm.fleet.plugins.module_utils import _serving_load
 from ansible_collections.glm.fleet.plugins.module_utils._bench_metrics import level_metrics
 
 STANDIN = REPO / "tests" / "lab" / "sglang_standin"
+STANDIN_CACHE = REPO / ".lab" / "cache" / "standin"  # the pinned wheels (tests/lab/standin_deps.py)
 MODEL = "zai-org/GLM-5.3-Flash"
 REVISION = "eb9eb208eb0d988989d07a6a12d0fdeb5f52574a"
 KEY = "sk-contract-test-key"
@@ -693,3 +694,97 @@ def test_loads_are_sglangs_snapshot_and_count_the_requests_in_flight(server: str
     (idle,) = json.loads(call(server, "/v1/loads")[1])["loads"]
     assert (busy["num_running_reqs"], busy["num_waiting_reqs"]) == (1, 1)
     assert (idle["num_running_reqs"], idle["num_waiting_reqs"]) == (0, 0)
+
+
+def test_the_port_opens_only_once_the_weights_are_loaded_and_compiled(tmp_path: Path, lab_tokenizer: Path) -> None:
+    """SGLang binds its HTTP port after Engine._launch_subprocesses returns (weights loaded, kernels
+    compiled): before that a client's connection is refused, not answered with a 503."""
+    source = standin_deps.sglang_source(STANDIN_CACHE, "sglang/srt/entrypoints/http_server.py").read_text()
+    launch_fn = source[source.index("def launch_server(") :]
+    assert launch_fn.index("Engine._launch_subprocesses(") < launch_fn.index("_setup_and_run_http_server(")
+    home = hf_home(tmp_path / "hf", lab_tokenizer)
+    port = free_port()
+    proc = launch(home, "--port", str(port), env={"GLM_STANDIN_LOAD_SECONDS": "2"})
+    try:
+        time.sleep(0.8)
+        with pytest.raises(ConnectionRefusedError), socket.create_connection(("127.0.0.1", port), timeout=1):
+            pass
+        wait_healthy(f"http://127.0.0.1:{port}", proc)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def precompile(home: Path, cache: Path, *args: str) -> subprocess.Popen[str]:
+    env = {
+        **os.environ,
+        "HF_HOME": str(home),
+        "PYTHONPATH": str(STANDIN),
+        "GLM_STANDIN_LOAD_SECONDS": "0.3",
+        "GLM_STANDIN_JIT_SECONDS": "0.5",
+        "GLM_STANDIN_COMPILE_POLL_SECONDS": "0.2",
+        "GLM_STANDIN_COMPILE_SAFETY_SECONDS": "0.2",
+        "NVIDIA_VISIBLE_DEVICES": "0,1,2,3",
+        "SGLANG_DG_CACHE_DIR": str(cache),
+    }
+    argv = [sys.executable, "-m", "sglang.compile_deep_gemm", "--model-path", MODEL, "--revision", REVISION, *args]
+    return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def test_compile_deep_gemm_is_sglangs_script(tmp_path: Path) -> None:
+    """The stand-in's constants and messages are the pinned script's: `--timeout` 3600 by default, 10 s
+    between polls of an unauthenticated /v1/models, one /generate, the timeout's message."""
+    real = standin_deps.sglang_source(STANDIN_CACHE, "sglang/compile_deep_gemm.py").read_text()
+    ours = (STANDIN / "sglang" / "compile_deep_gemm.py").read_text()
+    assert "timeout: int = 3600" in real
+    assert 'os.environ.get("GLM_STANDIN_COMPILE_POLL_SECONDS", "10")' in ours
+    assert real.count("time.sleep(10)") == 3  # between polls, waiting for rank 0, after the sync request
+    assert 'requests.get(f"{base_url}/v1/models", headers=headers)' in real
+    assert '"Content-Type": "application/json; charset=utf-8",\n            }' in real  # no Authorization
+    assert 'f"{base_url}/generate"' in real
+    assert "timeout=600" in real
+    message = "DeepGEMM Kernels compilation timeout.\\n\\nFeel free and please restart the command."
+    assert re.sub(r'"\s*"', "", real).count(message) == 1
+    assert message in ours
+    assert 'multiprocessing.set_start_method("spawn", force=True)' in real  # a non-daemon child, joined at exit
+    assert "daemon=True" not in real
+
+
+def test_compile_deep_gemm_fills_the_cache_the_server_then_loads(tmp_path: Path, lab_tokenizer: Path) -> None:
+    """Run with the server's arguments, it compiles the kernels into the named cache and exits 0; the
+    server started afterwards with the same arguments loads them instead of compiling."""
+    home = hf_home(tmp_path / "hf", lab_tokenizer)
+    cache = tmp_path / "jit" / "deep_gemm"
+    args = ["--port", str(free_port()), "--tp-size", "4", "--ep-size", "4", "--moe-runner-backend", "deep_gemm"]
+    out = precompile(home, cache, *args, "--timeout", "60").communicate(timeout=60)[0]
+    assert "DeepGEMM: compiled glm-standin-kernels-" in out, out
+    assert "DeepGEMM Kernels compilation finished successfully." in out
+    port = free_port()
+    env = {"GLM_STANDIN_JIT_SECONDS": "0.5", "SGLANG_DG_CACHE_DIR": str(cache)}
+    proc = launch(home, *args[2:], "--port", str(port), env=env)
+    wait_healthy(f"http://127.0.0.1:{port}", proc)
+    proc.terminate()
+    assert f"from the JIT cache at {cache}" in proc.communicate(timeout=10)[0]
+
+
+def test_compile_deep_gemm_with_an_api_key_polls_until_its_timeout_and_does_not_exit(
+    tmp_path: Path, lab_tokenizer: Path
+) -> None:
+    """The script polls /v1/models without a key: a server with --api-key answers 401 until the
+    timeout, and then the script prints its TimeoutError but hangs on its server child."""
+    home = hf_home(tmp_path / "hf", lab_tokenizer)
+    port = free_port()
+    proc = precompile(home, tmp_path / "dg", "--port", str(port), "--api-key", KEY, "--timeout", "2")
+    try:
+        deadline = time.monotonic() + 30
+        lines: list[str] = []
+        while not any("TimeoutError: DeepGEMM Kernels compilation timeout." in line for line in lines):
+            assert time.monotonic() < deadline, lines
+            lines.append(proc.stdout.readline() if proc.stdout else "")
+        assert any('"status": 401' in line and '"/v1/models"' in line for line in lines), lines
+        time.sleep(1)
+        assert proc.poll() is None, "the script exited although its server child still runs"
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+        subprocess.run(["pkill", "-f", f"--port {port}"], check=False)

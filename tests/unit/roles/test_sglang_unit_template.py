@@ -15,7 +15,8 @@ import standin_deps
 import yaml
 from ansible.errors import AnsibleFilterError
 from ansible.plugins.filter.core import FilterModule as CoreFilters
-from conftest import REPO, role_vars
+from ansible.plugins.filter.mathstuff import FilterModule as MathFilters
+from conftest import REPO, native, role_vars
 
 from ansible_collections.glm.fleet.plugins.filter.server_instances import guard_chain
 from ansible_collections.glm.fleet.plugins.filter.systemd import systemd_exec
@@ -42,6 +43,7 @@ def environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined, keep_trailing_newline=True, trim_blocks=True
     )
     env.filters.update(CoreFilters().filters())
+    env.filters.update(MathFilters().filters())
     env.filters["glm.fleet.systemd_exec"] = systemd_exec
     env.filters["glm.fleet.server_guard_chain"] = guard_chain
     return env
@@ -62,7 +64,7 @@ def play_vars(instance: int = 0, **overrides: object) -> dict[str, Any]:
         if key.startswith("__sglang_server_failed") or key in ("__sglang_server_router", "__sglang_server_unchanged"):
             continue  # those only in a rescue, in a loop over the gateways, or after the configuration step
         if isinstance(value, str):
-            vars_[key] = env.from_string(value).render(**vars_).strip()
+            vars_[key] = native(env.from_string(value).render(**vars_).strip())
         elif isinstance(value, dict):
             vars_[key] = {k: env.from_string(str(v)).render(**vars_).strip() for k, v in value.items()}
     vars_["ansible_managed"] = "Ansible managed"
@@ -304,3 +306,57 @@ def test_the_fleets_copy_of_the_jit_caches_is_named_by_image_and_gpu_model() -> 
     assert play_vars(sglang_server_image=image)["__sglang_server_jit_archive"].startswith(
         "/srv/fleet/inventory/.jit-cache/cccccccccccccccc-"
     )
+
+
+def docker_options(words: list[str]) -> list[tuple[str, str]]:
+    """`docker run`'s options as (flag, value) pairs, `--flag=value` and `-e NAME=value` alike."""
+    pairs, i = [], 0
+    while i < len(words):
+        word = words[i]
+        if word.startswith("--env="):
+            pairs.append(("-e", word.removeprefix("--env=")))
+            i += 1
+        elif "=" in word:
+            pairs.append(tuple(word.split("=", 1)))  # type: ignore[arg-type]
+            i += 1
+        elif word == "--rm":
+            pairs.append((word, ""))
+            i += 1
+        else:
+            pairs.append((word, words[i + 1]))
+            i += 2
+    return sorted(pairs)
+
+
+def test_the_precompile_runs_the_servers_container_and_arguments_but_the_keys() -> None:
+    """`python3 -m sglang.compile_deep_gemm` gets what the unit's `docker run` gives the server (GPUs,
+    shared memory, mounts, environment, image) and the server's arguments, except: its own container
+    name, no network and no published port (the script talks to its server over loopback), no keys
+    (the script polls its server without one), and its own --host and --timeout."""
+    settings = {
+        "sglang_server_api_key": "sk-server", "sglang_server_env": {"NCCL_DEBUG": "WARN"},
+        "sglang_server_extra_args": ["--mem-fraction-static", "0.9"], "sglang_server_precompile_timeout": 1800,
+    }  # fmt: skip
+    unit = exec_start(render(**settings))[4:]
+    pre = [str(word) for word in play_vars(**settings)["__sglang_server_precompile_argv"]]
+    assert pre[:3] == unit[:3] == ["/usr/bin/docker", "run", "--rm"]
+    unit_options = docker_options(unit[3 : unit.index("--entrypoint")])
+    pre_options = docker_options(pre[3 : pre.index("--entrypoint")])
+    config = ("-v", "/etc/glm-fleet/sglang/pareto-glm53-flash.yaml:/etc/sglang/config.yaml:ro")
+    assert config in unit_options
+    assert sorted(
+        set(unit_options) - {("--name", "pareto-glm53-flash"), ("-p", "127.0.0.1:18080:18080"), config}
+    ) == sorted(set(pre_options) - {("--name", "pareto-glm53-flash-precompile"), ("--network", "none")})
+    assert ("--network", "none") in pre_options
+    image = unit[unit.index("--entrypoint") + 2]
+    assert pre[pre.index("--entrypoint") : pre.index("--entrypoint") + 5] == [
+        "--entrypoint", "python3", image, "-m", "sglang.compile_deep_gemm",
+    ]  # fmt: skip
+    server_args = unit[unit.index("sglang.launch_server") + 1 :]
+    assert server_args[server_args.index("--config") : server_args.index("--config") + 2] == [
+        "--config", "/etc/sglang/config.yaml",
+    ]  # fmt: skip
+    expected = [w for i, w in enumerate(server_args) if "--config" not in server_args[max(i - 1, 0) : i + 1]]
+    expected = [w for i, w in enumerate(expected) if "--host" not in expected[max(i - 1, 0) : i + 1]]
+    assert pre[pre.index("sglang.compile_deep_gemm") + 1 :] == [*expected, "--host", "127.0.0.1", "--timeout", "1800"]
+    assert "sk-server" not in " ".join(pre)

@@ -12,7 +12,8 @@ exercised against what they meet in production:
   SGLang does. The snapshot's `tokenizer.json` is loaded (start fails without it), and a
   `--context-length` above the model's `max_position_embeddings` is refused as SGLang refuses it.
   While "loading" (GLM_STANDIN_LOAD_SECONDS, default 3, then GLM_STANDIN_JIT_SECONDS of DeepGEMM JIT
-  unless its kernels are in SGLANG_DG_CACHE_DIR already) /health answers 503;
+  unless its kernels are in SGLANG_DG_CACHE_DIR already) the port is closed, as SGLang binds it only
+  once its schedulers are ready; then /health answers 503 until the warm-up is done;
 - endpoints: /health, /health_generate, /v1/models, /v1/chat/completions and /v1/completions
   (JSON or SSE chunks), /v1/messages (Anthropic JSON or SSE events, text or tool_use blocks),
   /v1/messages/count_tokens, /generate, /get_server_info and /server_info, /get_model_info and
@@ -684,7 +685,8 @@ def compile_kernels(args: argparse.Namespace) -> None:
     it (SGLANG_DG_CACHE_DIR, by default SGLANG_CACHE_DIR/deep_gemm, by default ~/.cache/sglang), so a
     restart compiles again unless that directory outlives the container."""
     seconds = float(os.environ.get("GLM_STANDIN_JIT_SECONDS", "0"))
-    if seconds <= 0 or args.moe_runner_backend != "deep_gemm":
+    forced = os.environ.get("SGLANG_ENABLE_JIT_DEEPGEMM", "").lower() in ("1", "true")  # compile_deep_gemm
+    if seconds <= 0 or (args.moe_runner_backend != "deep_gemm" and not forced):
         return
     base = os.environ.get("SGLANG_CACHE_DIR", os.path.expanduser("~/.cache/sglang"))
     cache = Path(os.environ.get("SGLANG_DG_CACHE_DIR", os.path.join(base, "deep_gemm")))
@@ -729,15 +731,26 @@ def main(argv: list[str]) -> int:
         return 1
     state = State(args, load_tokenizer(args, snapshot), context_length(args, snapshot))
     Handler.state = state
-    server = ThreadingHTTPServer((args.host, args.port), Handler)
+    server = ThreadingHTTPServer((args.host, args.port), Handler, bind_and_activate=False)
     server.daemon_threads = True
     print(f"[glm.fleet lab stand-in] sglang {VERSION}: loading {args.model_path} from {snapshot}", flush=True)
     # sglang 0.5.23 entrypoints/engine.py: logger.info(f"server_args={...}"), keys included
     print(f"server_args={ {k: v for k, v in vars(args).items() if k != 'config'} }", flush=True)
 
-    def load() -> None:
-        time.sleep(float(os.environ.get("GLM_STANDIN_LOAD_SECONDS", "3")))
-        compile_kernels(args)
+    def stop(_signum: int, _frame: object) -> None:
+        print("Received SIGTERM, shutting down.", flush=True)
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    # sglang 0.5.23 http_server.launch_server: the HTTP server starts only once the schedulers have
+    # loaded the weights and compiled their kernels (Engine._launch_subprocesses blocks until then);
+    # until that moment a connection to the port is refused.
+    time.sleep(float(os.environ.get("GLM_STANDIN_LOAD_SECONDS", "3")))
+    compile_kernels(args)
+    server.server_bind()
+    server.server_activate()
+
+    def warm_up() -> None:
         state.ready = True
         say("The server is fired up and ready to roll!")
         if fault() == "crash_after_start":
@@ -745,12 +758,7 @@ def main(argv: list[str]) -> int:
             print("Fatal Python error: Aborted (crash_after_start fault)", file=sys.stderr, flush=True)
             os._exit(134)
 
-    def stop(_signum: int, _frame: object) -> None:
-        print("Received SIGTERM, shutting down.", flush=True)
-        os._exit(0)
-
-    signal.signal(signal.SIGTERM, stop)
-    threading.Thread(target=load, daemon=True).start()
+    threading.Thread(target=warm_up, daemon=True).start()
     with contextlib.suppress(KeyboardInterrupt):
         server.serve_forever()
     return 0
