@@ -18,9 +18,12 @@ DEBIAN_PACKAGES := debootstrap docker-registry apache2-utils busybox-static apt-
 DOCKER_PACKAGE := $(if $(shell command -v dockerd),,docker.io)
 SANITY_ROOT := build/sanity/ansible_collections/glm/fleet
 # Scenarios run in this many lanes at once (tools/molecule_lanes.py): a scenario waits on systemd,
-# docker and SSH as much as it computes, so two lanes finish sooner on two cores than one.
-MOLECULE_LANES ?= 2
-MOLECULE_SCENARIOS := $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
+# docker and SSH as much as it computes, so three lanes finish sooner on two cores than two.
+MOLECULE_LANES ?= 3
+# Longest first (as measured on this machine), then any other scenario: the lanes finish close together.
+MOLECULE_LONGEST_FIRST := sglang_server gateway nvidia_container_toolkit sglang_image model_weights monitoring claude_code preflight
+MOLECULE_SCENARIOS := $(filter $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))),$(MOLECULE_LONGEST_FIRST)) \
+  $(filter-out $(MOLECULE_LONGEST_FIRST),$(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))))
 
 .PHONY: help deps venv engine lab lab-up lab-down lab-status site test check lint collection-copy sanity unit molecule integration build clean bench client-lock docs dashboards ee
 

@@ -1,5 +1,5 @@
-"""Run molecule scenarios in lanes that run at once: with N lanes, the i-th scenario (sorted by name)
-goes to lane i mod N, and each lane runs its scenarios one after another. Each scenario's node is
+"""Run molecule scenarios in lanes that run at once: each lane takes the next scenario from one queue,
+in the order given (the Makefile lists the longest first, so the lanes finish close together). Each scenario's node is
 named glm-molecule-<scenario> (GLM_MOLECULE_NODE, read by .config/molecule/config.yml) so lanes
 never share a container. A scenario's output goes to build/molecule/<scenario>.log and is printed
 whole when it ends, so lanes do not interleave. After a failure no lane starts another scenario;
@@ -19,11 +19,6 @@ import time
 from pathlib import Path
 
 LOGS = Path(__file__).resolve().parent.parent / "build" / "molecule"
-
-
-def lanes_for(scenarios: list[str], lanes: int) -> list[list[str]]:
-    ordered = sorted(scenarios)
-    return [ordered[i::lanes] for i in range(lanes) if ordered[i::lanes]]
 
 
 def node_name(scenario: str) -> str:
@@ -51,9 +46,13 @@ class Runner:
                 self.failed.append(name)
         return status == 0
 
-    def lane(self, scenarios: list[str]) -> None:
-        for name in scenarios:
-            if self.failed or not self.scenario(name):
+    def lane(self, queue: list[str]) -> None:
+        while True:
+            with self.lock:
+                if self.failed or not queue:
+                    return
+                name = queue.pop(0)
+            if not self.scenario(name):
                 return
 
 
@@ -67,7 +66,8 @@ def main() -> int:
         parser.error(f"--lanes must be at least 1, got {args.lanes}")
     LOGS.mkdir(parents=True, exist_ok=True)
     runner = Runner(args.molecule)
-    threads = [threading.Thread(target=runner.lane, args=(lane,)) for lane in lanes_for(args.scenarios, args.lanes)]
+    queue = list(dict.fromkeys(args.scenarios))
+    threads = [threading.Thread(target=runner.lane, args=(queue,)) for _lane in range(min(args.lanes, len(queue)))]
     for thread in threads:
         thread.start()
     for thread in threads:

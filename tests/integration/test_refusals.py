@@ -273,7 +273,7 @@ ENV = "sglang_server_env values must hold no control characters (line breaks, ta
             "sglang_server_jit_share_dir must be an absolute path on the controller without spaces or control"
             ' characters; got: "/srv/fleet/jit\\ncache"',
         ),
-        ({"sglang_server_ready_timeout": -5}, "must be whole numbers of at least 1; got: [60, 2, 5, 1800, -5]"),
+        ({"sglang_server_ready_timeout": -5}, "must be whole numbers of at least 1; got: [60, 2, 5, 1800, -5, 3600]"),
         ({"sglang_server_image": "lmsysorg/sglang@sha256:" + "a" * 64 + "\n"}, "sglang_server_image must be pinned"),
     ],
     ids=[
