@@ -25,7 +25,7 @@ MOLECULE_LONGEST_FIRST := sglang_server gateway nvidia_container_toolkit sglang_
 MOLECULE_SCENARIOS := $(filter $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))),$(MOLECULE_LONGEST_FIRST)) \
   $(filter-out $(MOLECULE_LONGEST_FIRST),$(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))))
 
-.PHONY: help deps venv engine lab lab-up lab-down lab-status site test check lint collection-copy sanity unit molecule integration build clean bench client-lock docs dashboards ee
+.PHONY: help deps venv engine lab lab-up lab-down lab-status site test check lint collection-copy sanity unit molecule molecule-scenarios integration integration-tests build clean bench client-lock docs dashboards ee
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -89,20 +89,51 @@ unit: collection-copy
 molecule: engine ## every molecule scenario (systemd containers from the lab image)
 	$(BIN)/python tests/lab/lab.py image
 	$(BIN)/python tests/lab/lab.py services
-	$(BIN)/python tools/molecule_lanes.py --lanes $(MOLECULE_LANES) $(MOLECULE_SCENARIOS)
+	$(MAKE) --no-print-directory molecule-scenarios
+
+# Scenarios (SCENARIOS, default all) on the lab's services as they run (`lab.py services` restarts them).
+SCENARIOS ?= $(MOLECULE_SCENARIOS)
+molecule-scenarios: venv
+	$(BIN)/python tools/molecule_lanes.py --lanes $(MOLECULE_LANES) $(SCENARIOS)
 
 # In fleet order: the lab itself, refusals on fresh nodes, site.yml from scratch, then what runs on it;
 # the benchmark last (it leaves the gateway on round-robin routing).
-INTEGRATION_TESTS := test_lab test_refusals test_site test_server test_gateway test_monitoring test_artifacts test_faults test_claude_code test_bench
+INTEGRATION_FLEET := test_lab test_refusals test_site
+INTEGRATION_SERVING := test_server test_gateway
+INTEGRATION_REST := test_monitoring test_artifacts test_faults test_claude_code test_bench
+INTEGRATION_TESTS := $(INTEGRATION_FLEET) $(INTEGRATION_SERVING) $(INTEGRATION_REST)
+PYTEST_INTEGRATION = pytest --durations=25 $(foreach t,$(1),tests/integration/$(t).py)
 
 # The integration tests run on the shape of a real site: 2 GPU nodes (gpu-1 a 4-GPU board, gpu-2 an
 # 8-GPU board with two servers: 3 servers behind the gateway), a site cache that is also the
 # gateway, a laptop.
 integration: GLM_LAB_GPU_NODES = 2
 integration: lab-up ## the lab-level tests, driven by ansible-runner
-	pytest --durations=25 $(foreach t,$(INTEGRATION_TESTS),tests/integration/$(t).py)
+	$(call PYTEST_INTEGRATION,$(INTEGRATION_TESTS))
 
-test: deps venv check molecule integration ## every check (CI runs this)
+# Integration tests (TESTS) on the running lab.
+TESTS ?= $(INTEGRATION_TESTS)
+integration-tests: venv
+	$(call PYTEST_INTEGRATION,$(TESTS))
+
+# `make test` keeps both cores busy: the fast lane's three parts run at once, and molecule's
+# scenarios run beside the integration tests, which wait on servers and networks as much as they
+# compute. The scenarios that read neither the lab's registry nor its Hub stand-in run beside the
+# fleet's tests (those count what the two served), the others beside the serving tests (which read
+# no state of the lab's shared services); the rest of the integration tests (faults injected into
+# the Hub stand-in, the Grafana stand-in's dashboards, the benchmark) run alone. A part's output is
+# printed whole when it ends.
+MOLECULE_BESIDE_FLEET := $(filter nvidia_container_toolkit gateway monitoring claude_code preflight,$(MOLECULE_SCENARIOS))
+MOLECULE_BESIDE_SERVING := $(filter-out $(MOLECULE_BESIDE_FLEET),$(MOLECULE_SCENARIOS))
+BESIDE := $(MAKE) --no-print-directory --jobs 2 --output-sync=target molecule-scenarios integration-tests
+
+test: GLM_LAB_GPU_NODES = 2
+test: deps venv ## every check (CI runs this)
+	$(MAKE) --no-print-directory --jobs 3 --output-sync=target check
+	$(MAKE) --no-print-directory lab-up
+	$(BESIDE) SCENARIOS="$(MOLECULE_BESIDE_FLEET)" TESTS="$(INTEGRATION_FLEET)"
+	$(BESIDE) SCENARIOS="$(MOLECULE_BESIDE_SERVING)" TESTS="$(INTEGRATION_SERVING)"
+	$(call PYTEST_INTEGRATION,$(INTEGRATION_REST))
 	$(BIN)/python tests/lab/lab.py down
 
 build: venv ## the collection tarball
