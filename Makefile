@@ -118,12 +118,12 @@ integration-tests: venv
 
 # `make test` keeps both cores busy: the fast lane's three parts run at once, and molecule's
 # scenarios run beside the integration tests, which wait on servers and networks as much as they
-# compute. The scenarios that read neither the lab's registry nor its Hub stand-in run beside the
-# fleet's tests (those count what the two served), the others beside the serving tests (which read
-# no state of the lab's shared services); the rest of the integration tests (faults injected into
-# the Hub stand-in, the Grafana stand-in's dashboards, the benchmark) run alone. A part's output is
-# printed whole when it ends.
-MOLECULE_BESIDE_FLEET := $(filter nvidia_container_toolkit gateway monitoring claude_code preflight,$(MOLECULE_SCENARIOS))
+# compute. The scenarios that touch none of the lab's registry, Hub stand-in and Grafana stand-in
+# run beside the fleet's tests (site.yml counts what the first two served and provisions the
+# third), the others beside the serving tests (which read no state of the lab's shared services);
+# the rest of the integration tests (faults injected into the Hub stand-in, the Grafana stand-in's
+# dashboards, the benchmark) run alone. A part's output is printed whole when it ends.
+MOLECULE_BESIDE_FLEET := $(filter nvidia_container_toolkit gateway claude_code preflight,$(MOLECULE_SCENARIOS))
 MOLECULE_BESIDE_SERVING := $(filter-out $(MOLECULE_BESIDE_FLEET),$(MOLECULE_SCENARIOS))
 BESIDE := $(MAKE) --no-print-directory --jobs 2 --output-sync=target molecule-scenarios integration-tests
 
