@@ -120,11 +120,14 @@ integration-tests: venv
 # scenarios run beside the integration tests, which wait on servers and networks as much as they
 # compute. The scenarios that touch none of the lab's registry, Hub stand-in and Grafana stand-in
 # run beside the fleet's tests (site.yml counts what the first two served and provisions the
-# third), the others beside the serving tests (which read no state of the lab's shared services);
-# the rest of the integration tests (faults injected into the Hub stand-in, the Grafana stand-in's
-# dashboards, the benchmark) run alone. A part's output is printed whole when it ends.
+# third); `monitoring`, which finds the fleet's dashboard in the Grafana stand-in as site.yml left
+# it and changes nothing there, beside the tests that follow the serving tests (they inject faults
+# into the Hub stand-in and read Grafana's dashboards); the others beside the serving tests (which
+# read no state of the lab's shared services). The benchmark runs alone, last. A part's output is
+# printed whole when it ends.
 MOLECULE_BESIDE_FLEET := $(filter nvidia_container_toolkit gateway claude_code preflight,$(MOLECULE_SCENARIOS))
-MOLECULE_BESIDE_SERVING := $(filter-out $(MOLECULE_BESIDE_FLEET),$(MOLECULE_SCENARIOS))
+MOLECULE_BESIDE_REST := $(filter monitoring,$(MOLECULE_SCENARIOS))
+MOLECULE_BESIDE_SERVING := $(filter-out $(MOLECULE_BESIDE_FLEET) $(MOLECULE_BESIDE_REST),$(MOLECULE_SCENARIOS))
 BESIDE := $(MAKE) --no-print-directory --jobs 2 --output-sync=target molecule-scenarios integration-tests
 
 test: GLM_LAB_GPU_NODES = 2
@@ -133,7 +136,8 @@ test: deps venv ## every check (CI runs this)
 	$(MAKE) --no-print-directory lab-up
 	$(BESIDE) SCENARIOS="$(MOLECULE_BESIDE_FLEET)" TESTS="$(INTEGRATION_FLEET)"
 	$(BESIDE) SCENARIOS="$(MOLECULE_BESIDE_SERVING)" TESTS="$(INTEGRATION_SERVING)"
-	$(call PYTEST_INTEGRATION,$(INTEGRATION_REST))
+	$(BESIDE) SCENARIOS="$(MOLECULE_BESIDE_REST)" TESTS="$(filter-out test_bench,$(INTEGRATION_REST))"
+	$(call PYTEST_INTEGRATION,test_bench)
 	$(BIN)/python tests/lab/lab.py down
 
 build: venv ## the collection tarball
