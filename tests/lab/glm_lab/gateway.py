@@ -50,7 +50,7 @@ from glm_lab.config import (
     LabError,
 )
 from glm_lab.image import dcgm_standin_image, ensure_image, private_image, sglang_standin_image, smoke_image
-from glm_lab.shell import docker, ensure_dockerd, run, start_daemon, succeeds, wait_http, wait_port
+from glm_lab.shell import docker, ensure_dockerd, run, start_daemon, succeeds, wait_http, wait_port, write_whole
 
 
 def ensure_network() -> str:
@@ -320,8 +320,8 @@ def write_services_vars_keys() -> None:
 def write_services_vars(endpoints: dict[str, str]) -> None:
     """Group vars for the lab: the images it pushed (by digest) and its API key."""
     key_file, admin_file = STATE_DIR / "api_key", STATE_DIR / "admin_api_key"
-    SERVICES_VARS.touch(mode=0o600)
-    SERVICES_VARS.write_text(
+    write_whole(
+        SERVICES_VARS,
         "---\n# Written by tests/lab/lab.py: images the lab pushed to its registry mirror, and its API key.\n"
         f'glm_lab_smoke_image: "{endpoints["smoke_image"]}"\n'
         f'glm_lab_sglang_image: "{endpoints["sglang_image"]}"\n'
@@ -336,5 +336,6 @@ def write_services_vars(endpoints: dict[str, str]) -> None:
         f'glm_lab_private_image: "{endpoints["private_image"]}"\n'
         f'glm_lab_registry_user: "{PRIVATE_USER}"\n'
         f'glm_lab_registry_password: "{(STATE_DIR / "registry_password").read_text().strip()}"\n'
-        f'glm_lab_apt_key_fingerprint: "{aptrepo.fingerprint(WWW / "nvidia" / "gpgkey")}"\n'
+        f'glm_lab_apt_key_fingerprint: "{aptrepo.fingerprint(WWW / "nvidia" / "gpgkey")}"\n',
+        mode=0o600,
     )

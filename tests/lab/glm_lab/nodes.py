@@ -20,7 +20,7 @@ from glm_lab.config import (
     LabError,
     Node,
 )
-from glm_lab.shell import docker, run
+from glm_lab.shell import docker, run, write_whole
 
 
 def ssh_key() -> Path:
@@ -109,7 +109,7 @@ def write_inventory(nodes: list[Node], key: Path, known_hosts: Path) -> None:
         }
     }
     header = "# Written by tests/lab/lab.py up: the running lab. Do not edit; `make lab-down` removes it.\n"
-    INVENTORY.write_text(header + json.dumps(content, indent=2) + "\n")
+    write_whole(INVENTORY, header + json.dumps(content, indent=2) + "\n")
 
 
 def remove_lab_containers() -> None:

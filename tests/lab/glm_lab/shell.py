@@ -26,6 +26,18 @@ def run(cmd: list[str], *, check: bool = True, capture: bool = True, **kw: objec
     return proc
 
 
+def write_whole(path: Path, text: str, mode: int = 0o644) -> None:
+    """Write `path` under another name and rename it into place: a reader (ansible-lint's syntax
+    check, a playbook run, while `make test` brings the lab up beside its fast lane) sees the old
+    file or the new one, never half of one."""
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
+    os.chmod(partial, mode)
+    os.replace(partial, path)
+
+
 def docker(*args: str, check: bool = True) -> str:
     return run(["docker", *args], check=check).stdout.strip()
 
