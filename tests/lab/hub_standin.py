@@ -325,15 +325,16 @@ class HubHandler(BaseHTTPRequestHandler):
             chunk = body[offset : offset + CHUNK]
             if fault is not None and fault.kind in ("drop", "stall") and offset + len(chunk) > half:
                 chunk = chunk[: max(0, half - offset)]
+                self.state.count(name, len(chunk))
                 self.wfile.write(chunk)
                 self.wfile.flush()
-                self.state.count(name, len(chunk))
                 if fault.kind == "stall":
                     time.sleep(fault.stall_seconds)
                 self.close_connection = True
                 return
-            self.wfile.write(chunk)
+            # Counted before it is written: a client that has read the last byte finds it counted.
             self.state.count(name, len(chunk))
+            self.wfile.write(chunk)
 
 
 def main(argv: list[str] | None = None) -> int:

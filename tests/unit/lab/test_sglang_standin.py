@@ -777,7 +777,9 @@ def test_compile_deep_gemm_with_an_api_key_polls_until_its_timeout_and_does_not_
     timeout, and then the script prints its TimeoutError but hangs on its server child."""
     home = hf_home(tmp_path / "hf", lab_tokenizer)
     port = free_port()
-    proc = precompile(home, tmp_path / "dg", "--port", str(port), "--api-key", KEY, "--timeout", "2")
+    # The 401s need the server up before the timeout: its start takes seconds while `make test`
+    # brings the lab up on the same two cores.
+    proc = precompile(home, tmp_path / "dg", "--port", str(port), "--api-key", KEY, "--timeout", "12")
     try:
         deadline = time.monotonic() + 120  # a guard against a hang, not a timing: the machine may be busy
         lines: list[str] = []
@@ -790,4 +792,4 @@ def test_compile_deep_gemm_with_an_api_key_polls_until_its_timeout_and_does_not_
     finally:
         proc.kill()
         proc.wait(timeout=10)
-        subprocess.run(["pkill", "-f", f"--port {port}"], check=False)
+        subprocess.run(["pkill", "-f", "--", f"--port {port}"], check=False)
