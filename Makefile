@@ -118,20 +118,19 @@ integration-tests: venv
 
 # `make test` keeps both cores busy: the fast lane's three parts run at once, with the lab coming
 # up beside them (lab.py writes the inventory whole and shares the stand-in's pinned wheels with
-# the unit tests under a lock); then molecule's scenarios run, two at a time, beside the
-# integration tests, which wait on servers and networks as much as they compute. Where each
-# scenario runs: `gateway` and `nvidia_container_toolkit`, which touch neither the Hub stand-in
-# nor Grafana, beside the fleet's tests (site.yml counts what the Hub stand-in served and
-# provisions Grafana; test_site counts only the registry's transfers to the lab's own hosts);
-# those that fetch from the lab's registry and Hub stand-in beside the serving tests (which read
-# no state of the lab's shared services); the rest, `monitoring` among them (it finds the fleet's
-# dashboard in the Grafana stand-in as site.yml left it and changes nothing there), beside the
-# tests that follow, which inject faults into the Hub stand-in and wait out unreachable nodes. The
-# benchmark runs alone, last. A part's output is printed whole when it ends.
-MOLECULE_BESIDE_FLEET := $(filter gateway nvidia_container_toolkit,$(MOLECULE_SCENARIOS))
-MOLECULE_BESIDE_SERVING := $(filter sglang_server sglang_image model_weights,$(MOLECULE_SCENARIOS))
-MOLECULE_BESIDE_REST := $(filter-out $(MOLECULE_BESIDE_FLEET) $(MOLECULE_BESIDE_SERVING),$(MOLECULE_SCENARIOS))
-BESIDE := $(MAKE) --no-print-directory --jobs 2 --output-sync=target molecule-scenarios integration-tests MOLECULE_LANES=2
+# the unit tests under a lock); then molecule's scenarios run beside the integration tests, which
+# wait on servers and networks as much as they compute. The scenarios that touch neither the Hub
+# stand-in nor the Grafana stand-in run beside the fleet's tests (test_site counts what the Hub
+# stand-in served, and what the registry sent to the lab's own hosts only; site.yml provisions
+# Grafana); `monitoring`, which finds the fleet's dashboard in the Grafana stand-in as
+# site.yml left it and changes nothing there, beside the tests that follow the serving tests (they
+# inject faults into the Hub stand-in and read Grafana's dashboards); the others beside the serving
+# tests (which read no state of the lab's shared services). The benchmark runs alone, last. A
+# part's output is printed whole when it ends.
+MOLECULE_BESIDE_FLEET := $(filter nvidia_container_toolkit gateway claude_code preflight,$(MOLECULE_SCENARIOS))
+MOLECULE_BESIDE_REST := $(filter monitoring,$(MOLECULE_SCENARIOS))
+MOLECULE_BESIDE_SERVING := $(filter-out $(MOLECULE_BESIDE_FLEET) $(MOLECULE_BESIDE_REST),$(MOLECULE_SCENARIOS))
+BESIDE := $(MAKE) --no-print-directory --jobs 2 --output-sync=target molecule-scenarios integration-tests
 
 test: GLM_LAB_GPU_NODES = 2
 test: deps venv ## every check (CI runs this)
