@@ -71,7 +71,7 @@ lint: venv
 
 collection-copy: venv ## a clean copy of the collection under build/, where ansible-test runs
 	rm -rf build/sanity && mkdir -p $(SANITY_ROOT)
-	git ls-files -z --cached --others --exclude-standard | grep -zv '^collections/' \
+	git ls-files -z --cached --others --exclude-standard | grep -zvE '^(collections|strategy_plugins)/' \
 	  | rsync -a --from0 --files-from=- ./ $(SANITY_ROOT)/
 	cd $(SANITY_ROOT) && git init -q && git add -A  # its own repository: build/ is ignored by ours
 

@@ -18,7 +18,7 @@ from conftest import REPO
 
 def pins() -> dict[str, str]:
     text = (REPO / "requirements.txt").read_text()
-    return dict(re.findall(r"^(ansible-core|ansible-runner)==(\S+)$", text, re.MULTILINE))
+    return dict(re.findall(r"^(ansible-core|ansible-runner|mitogen)==(\S+)$", text, re.MULTILINE))
 
 
 def test_the_build_context_installs_the_pinned_ansible_and_this_collection(tmp_path: Path) -> None:
@@ -34,13 +34,15 @@ def test_the_build_context_installs_the_pinned_ansible_and_this_collection(tmp_p
 
     containerfile = (tmp_path / "ctx" / "Containerfile").read_text()
     wanted = pins()
-    assert set(wanted) == {"ansible-core", "ansible-runner"}
+    assert set(wanted) == {"ansible-core", "ansible-runner", "mitogen"}
     refs = " ".join(f"{name}=={wanted[name]}" for name in ("ansible-core", "ansible-runner"))
     assert f'ARG ANSIBLE_INSTALL_REFS="{refs}"' in containerfile
     install = "RUN ansible-galaxy collection install /tmp/glm-fleet.tar.gz -p /usr/share/ansible/collections"
     assert install in containerfile
     assert containerfile.index("FROM base AS final") < containerfile.index(install)
     assert "openssh-clients [platform:rpm]" in (tmp_path / "ctx" / "_build" / "bindep.txt").read_text()
+    # The strategy ansible.cfg names, at the version the controller's venv runs.
+    assert f"mitogen=={wanted['mitogen']}" in (tmp_path / "ctx" / "_build" / "requirements.txt").read_text()
 
     with tarfile.open(tmp_path / "ctx" / "_build" / "collections" / "glm-fleet.tar.gz") as tar:
         manifest = json.load(tar.extractfile("MANIFEST.json"))  # type: ignore[arg-type]
@@ -48,4 +50,4 @@ def test_the_build_context_installs_the_pinned_ansible_and_this_collection(tmp_p
     info = manifest["collection_info"]
     assert (info["namespace"], info["name"], info["version"]) == ("glm", "fleet", version)
     assert {"roles/deployment/tasks/main.yml", "plugins/modules/image_pull.py", "playbooks/site.yml"} <= set(names)
-    assert not [n for n in names if n.startswith((".lab", ".venv", "tests/output", "build/"))]
+    assert not [n for n in names if n.startswith((".lab", ".venv", "tests/output", "build/", "strategy_plugins"))]
