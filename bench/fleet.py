@@ -10,7 +10,8 @@
    module) into a scratch cache, bytes / seconds of its fetch; baseline: curl of the same files
    from the same server on the same node, one after the other.
 3. No-op cost: a second site.yml run's wall time divided by its task-host results; baseline:
-   `ansible all -m ping` on the same lab, wall time per host.
+   `ansible all -m ping` on the same lab, wall time per host. Then the same rerun with Ansible's
+   own linear strategy (ANSIBLE_STRATEGY=linear) instead of ansible.cfg's Mitogen.
 
 Prints a table; docs/benchmarks.md records a run. `make bench` runs it (and bench/ready_lag.py).
 """
@@ -40,9 +41,9 @@ def sh(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, check=False, **kw)  # type: ignore[call-overload]
 
 
-def playbook(*args: str) -> tuple[float, str]:
+def playbook(*args: str, env: dict[str, str] | None = None) -> tuple[float, str]:
     started = time.monotonic()
-    proc = sh(["ansible-playbook", *args])
+    proc = sh(["ansible-playbook", *args], env={**os.environ, **env} if env else None)
     seconds = time.monotonic() - started
     if proc.returncode != 0:
         raise SystemExit(f"bench: ansible-playbook {' '.join(args)} failed:\n{proc.stdout[-3000:]}")
@@ -163,6 +164,13 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"bench: ping failed:\n{ping.stdout}")
     per_task_host = noop_s / results
     per_ping = ping_s / hosts
+    linear_s, linear_out = playbook("site.yml", env={"ANSIBLE_STRATEGY": "linear"})
+    linear_results, linear_changed = task_hosts(linear_out)
+    started = time.monotonic()
+    linear_ping = sh(["ansible", "all", "-m", "ansible.builtin.ping"], env={**os.environ, "ANSIBLE_STRATEGY": "linear"})
+    per_ping_linear = (time.monotonic() - started) / hosts
+    if linear_ping.returncode != 0:
+        raise SystemExit(f"bench: ping failed:\n{linear_ping.stdout}")
 
     rows = [
         ("site.yml first run, fresh lab", f"{first_s:.1f} s", ""),
@@ -182,6 +190,14 @@ def main(argv: list[str] | None = None) -> int:
         ("  per task-host", f"{per_task_host:.3f} s", ""),
         (f"baseline: ansible all -m ping ({hosts} hosts), per host", f"{per_ping:.3f} s", ""),
         ("ratio no-op per task-host / ping per host", f"{per_task_host / per_ping:.2f}", "goal <= 0.45"),
+        (
+            f"the same rerun, Ansible's linear strategy ({linear_results} results, changed={linear_changed})",
+            f"{linear_s:.1f} s",
+            "",
+        ),
+        ("ratio no-op with Mitogen / with Ansible's linear strategy", f"{noop_s / linear_s:.2f}", ""),
+        ("baseline: ansible all -m ping, Ansible's linear strategy, per host", f"{per_ping_linear:.3f} s", ""),
+        ("ratio no-op per task-host (Mitogen) / that ping per host", f"{per_task_host / per_ping_linear:.2f}", ""),
     ]
     width = max(len(r[0]) for r in rows)
     print(f"\n{'figure':<{width}}  {'value':>10}  goal")

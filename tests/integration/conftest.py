@@ -109,10 +109,28 @@ class Runner:
 
     def module(self, pattern: str, module: str, args: str = "", **extra: object) -> ansible_runner.Runner:
         run = ansible_runner.run(host_pattern=pattern, module=module, module_args=args, **{**self._kwargs(), **extra})
-        return assert_no_secret(run)
+        return assert_no_secret(ended(run))
 
     def playbook(self, playbook: Path, **extra: object) -> ansible_runner.Runner:
-        return assert_no_secret(ansible_runner.run(playbook=str(playbook), **{**self._kwargs(), **extra}))
+        return assert_no_secret(ended(ansible_runner.run(playbook=str(playbook), **{**self._kwargs(), **extra})))
+
+
+def ended(run: ansible_runner.Runner) -> ansible_runner.Runner:
+    """A run that ansible-runner stopped at its timeout: it kills ansible-playbook's process group,
+    but the workers ansible-core forks start sessions of their own, and one that waits on a module
+    through Mitogen waits for ever once the run is gone. Any process still running the run's command
+    line is killed."""
+    if run.status not in ("timeout", "canceled"):
+        return run
+    argv = json.loads((Path(run.config.artifact_dir) / "command").read_text())["command"]
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            cmdline = (proc / "cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
+        except OSError:
+            continue
+        if len(cmdline) >= len(argv) and cmdline[-len(argv) + 1 :] == argv[1:] and argv[0] in " ".join(cmdline):
+            subprocess.run(["kill", "-KILL", proc.name], check=False)
+    return run
 
 
 @pytest.fixture
