@@ -8,7 +8,8 @@
    directly from the Hub on every node (model_weights without the cache, into scratch dirs).
 2. Weights fetch throughput on a GPU node from the site cache: glm.fleet.hf_snapshot (the role's
    module) into a scratch cache, bytes / seconds of its fetch; baseline: curl of the same files
-   from the same server on the same node, one after the other.
+   from the same server on the same node, one after the other, right after; three such rounds,
+   the median ratio reported.
 3. No-op cost: a second site.yml run's wall time divided by its task-host results; baseline:
    `ansible all -m ping` on the same lab, wall time per host. Then the same rerun with Ansible's
    own linear strategy (ANSIBLE_STRATEGY=linear) instead of ansible.cfg's Mitogen.
@@ -33,6 +34,7 @@ sys.path.insert(0, str(REPO / "tests" / "lab"))
 import lab  # noqa: E402
 
 REVISION = "eb9eb208eb0d988989d07a6a12d0fdeb5f52574a"
+FETCH_ROUNDS = 3
 SCRATCH = "/var/tmp"  # noqa: S108 - scratch space on the lab nodes, removed after use
 RECAP = re.compile(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)\s+skipped=(\d+)", re.M)
 
@@ -152,7 +154,11 @@ def main(argv: list[str] | None = None) -> int:
     rollout_ratio = (hub_bytes + registry_bytes) / (repo_bytes + image_bytes)
     direct_ratio = direct_weights(gpu_nodes) / repo_bytes
 
-    module_rate, curl_rate, sha_rate, fetched = fetch_throughput(gpu_nodes[-1])
+    # Rounds of task then curl: curl's rate alone varies by a third between rounds on two shared
+    # cores, so each ratio is taken within its round and the median round is reported.
+    rounds = sorted((fetch_throughput(gpu_nodes[-1]) for _round in range(FETCH_ROUNDS)), key=lambda r: r[0] / r[1])
+    module_rate, curl_rate, sha_rate, fetched = rounds[len(rounds) // 2]
+    round_ratios = ", ".join(f"{r[0] / r[1]:.2f}" for r in rounds)
 
     noop_s, noop_out = playbook("site.yml")
     results, changed = task_hosts(noop_out)
@@ -184,7 +190,11 @@ def main(argv: list[str] | None = None) -> int:
             "",
         ),
         ("baseline: curl of the same files from the same server, one by one", f"{curl_rate:.0f} MB/s", ""),
-        ("ratio hf_snapshot task / curl", f"{module_rate / curl_rate:.2f}", "goal >= 0.8"),
+        (
+            f"ratio hf_snapshot task / curl, the median of {FETCH_ROUNDS} rounds ({round_ratios})",
+            f"{module_rate / curl_rate:.2f}",
+            "goal >= 0.8",
+        ),
         ("  sha256 on one core of the node (what verifying costs; curl does not)", f"{sha_rate:.0f} MB/s", ""),
         (f"no-op site.yml rerun ({results} task-host results, changed={changed})", f"{noop_s:.1f} s", ""),
         ("  per task-host", f"{per_task_host:.3f} s", ""),

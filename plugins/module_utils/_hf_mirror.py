@@ -7,6 +7,7 @@ BASE/REPO/REV/PATH with a manifest at BASE/REPO/REV.manifest.json, fetched with 
 from __future__ import annotations
 
 import json
+import os
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from ansible_collections.glm.fleet.plugins.module_utils._hf_model import (
     MANIFEST_SUFFIX,
     SnapshotError,
 )
+from ansible_collections.glm.fleet.plugins.module_utils._splice import FileHasher, splice_body, usable
 
 
 def mirror_url(base: str, repo_id: str, revision: str, path: str = "") -> str:
@@ -78,18 +80,61 @@ def http_fetch(
     with open_url(url, headers={**(headers or {}), **ranged}, timeout=timeout) as resp:
         if have and resp.status != 206:
             have = 0  # the server ignored the Range: start over
-        if have and digest is not None:
-            digest.feed_file(dest, limit=have)
-        pipe = HashPipe(digest)
-        try:
-            with dest.open("ab" if have else "wb") as out:
-                while chunk := resp.read(CHUNK):
-                    pipe.put(chunk)
-                    out.write(chunk)
-                    have += len(chunk)
-                    if on_bytes is not None:
-                        on_bytes(have)
-        finally:
-            pipe.close()
+        if usable(resp) and resp.length == expected_size - have:
+            have = spliced(resp, dest, have, expected_size, timeout=timeout, on_bytes=on_bytes, digest=digest)
+        else:
+            have = copied(resp, dest, have, on_bytes, digest)
     if have != expected_size:
         raise SnapshotError(f"{url}: connection closed after {have} of {expected_size} bytes")
+
+
+def spliced(
+    resp: object,
+    dest: Path,
+    have: int,
+    expected_size: int,
+    *,
+    timeout: float,
+    on_bytes: Callable[[int], None] | None,
+    digest: Digest | None,
+) -> int:
+    """The body moved into dest by the kernel (splice), hashed from the file by a thread of its own
+    (a resumed file's first part included); returns dest's size."""
+    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | (0 if have else os.O_TRUNC), 0o666)
+    try:
+        os.lseek(fd, have, os.SEEK_SET)
+        hasher = FileHasher(str(dest), digest, have)
+
+        def written(moved: int) -> None:
+            hasher.written(have + moved)
+            if on_bytes is not None:
+                on_bytes(have + moved)
+
+        try:
+            moved = splice_body(resp, fd, expected_size - have, timeout, written)
+        except BaseException:
+            hasher.close(check=False)
+            raise
+        hasher.close(have + moved)
+    finally:
+        os.close(fd)
+    return have + moved
+
+
+def copied(resp: object, dest: Path, have: int, on_bytes: Callable[[int], None] | None, digest: Digest | None) -> int:
+    """The body read through Python into dest (TLS, a chunked body, no splice on this platform),
+    hashed from a thread of its own; returns dest's size."""
+    if have and digest is not None:
+        digest.feed_file(dest, limit=have)
+    pipe = HashPipe(digest)
+    try:
+        with dest.open("ab" if have else "wb") as out:
+            while chunk := resp.read(CHUNK):  # type: ignore[attr-defined]
+                pipe.put(chunk)
+                out.write(chunk)
+                have += len(chunk)
+                if on_bytes is not None:
+                    on_bytes(have)
+    finally:
+        pipe.close()
+    return have

@@ -11,6 +11,11 @@ from typing import Any
 
 from conftest import NO_ROLLOUT, REPO, Runner, host_results, lab, rollout_plan, run_log
 
+# roles/nvidia_container_toolkit and roles/monitoring: the dpkg read and the apt runs after it.
+APT_READ_TOOLKIT = "Read which of the role's packages are missing"
+APT_TOOLKIT = "Install the toolkit at the pinned version"
+APT_NODE_EXPORTER = "Install node exporter from the distribution"
+
 
 def assert_each_blob_reached_the_site_cache_once(registry_offset: int, lab_state: dict[str, Any]) -> None:
     # The lab's hosts only: molecule's scenarios (`make test` runs some beside these tests) pull from
@@ -101,6 +106,10 @@ def test_site_converges_once_per_site_then_changes_nothing(
     )
 
     assert set(rollout_plan(first)) == gpu_nodes  # the server stage's plan: every node to (re)start
+    # apt ran for what a fresh node lacked: the toolkit at its pin, node exporter everywhere.
+    assert set(host_results(first, APT_TOOLKIT)) == gpu_nodes
+    servers_hosts = {node["name"] for node in lab_state["nodes"] if node["group"] != "developer_laptops"}
+    assert set(host_results(first, APT_NODE_EXPORTER)) == servers_hosts
 
     second = runner.playbook(REPO / "site.yml", extravars={"glm_fleet_report_dir": str(report_dir)})
     assert second.status == "successful", run_log(second)
@@ -108,4 +117,9 @@ def test_site_converges_once_per_site_then_changes_nothing(
     changed = {host: n for host, n in second.stats["changed"].items() if n}
     assert changed == {}, f"second run changed something (the controller's report files included): {changed}"
     assert (report_dir / "fleet-health.json").read_text() == json.dumps(report, indent=4, sort_keys=True) + "\n"
+    # With every package in place, one dpkg read per role and no apt run (apt opens its whole cache).
+    missing = {host: res["missing"] for host, res in host_results(second, APT_READ_TOOLKIT).items()}
+    assert missing == {node: [] for node in gpu_nodes}
+    assert host_results(second, APT_TOOLKIT) == {}
+    assert host_results(second, APT_NODE_EXPORTER) == {}
     assert lab.hub_call("/_lab/stats")["bytes_served"] == hub["bytes_served"], "the second run downloaded again"

@@ -17,6 +17,7 @@ from types import SimpleNamespace
 import hub_standin
 import huggingface_hub
 import pytest
+from ansible.module_utils.urls import open_url
 from huggingface_hub.utils._xet_progress_reporting import XetDownloadProgressReporter
 
 from ansible_collections.glm.fleet.plugins.module_utils import _hf_hub as hub_client
@@ -24,6 +25,7 @@ from ansible_collections.glm.fleet.plugins.module_utils import _hf_local as loca
 from ansible_collections.glm.fleet.plugins.module_utils import _hf_mirror as mirror
 from ansible_collections.glm.fleet.plugins.module_utils import _hf_model as model
 from ansible_collections.glm.fleet.plugins.module_utils import _progress as fmt
+from ansible_collections.glm.fleet.plugins.module_utils import _splice as splice
 from ansible_collections.glm.fleet.plugins.modules import hf_snapshot
 
 REPO = Path(__file__).resolve().parents[4]  # the collection (plugin tests also run under ansible-test units)
@@ -250,7 +252,27 @@ def resolve_url(base: str, name: str) -> str:
     return f"{base}/{REPO_ID}/resolve/{REV}/{name}"
 
 
-def test_http_fetch_resumes_after_a_dropped_connection(hub: tuple[str, hub_standin.HubState], tmp_path: Path) -> None:
+@pytest.fixture(params=["splice", "copy"])
+def body_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> tuple[str, list[str]]:
+    """Which way http_fetch moves a body (the kernel's splice, or the read loop that TLS and
+    other platforms use), forced, and the ways it took, recorded."""
+    taken: list[str] = []
+    for name in ("spliced", "copied"):
+        real = getattr(mirror, name)
+
+        def spy(*args: object, _real: object = real, _name: str = name, **kwargs: object) -> int:
+            taken.append(_name)
+            return _real(*args, **kwargs)  # type: ignore[operator]
+
+        monkeypatch.setattr(mirror, name, spy)
+    if request.param == "copy":
+        monkeypatch.setattr(mirror, "usable", lambda resp: False)
+    return ("spliced" if request.param == "splice" else "copied"), taken
+
+
+def test_http_fetch_resumes_after_a_dropped_connection(
+    hub: tuple[str, hub_standin.HubState], tmp_path: Path, body_path: tuple[str, list[str]]
+) -> None:
     base, state = hub
     name = "model-00001-of-00002.safetensors"
     want = state.files[name].content
@@ -263,10 +285,82 @@ def test_http_fetch_resumes_after_a_dropped_connection(hub: tuple[str, hub_stand
     before = state.bytes_served
     repo_file = state.files[name]
     digest = local.Digest(model.Entry(name, len(want), repo_file.git_oid, repo_file.sha256))
-    mirror.http_fetch(resolve_url(base, name), dest, len(want), timeout=5, headers=auth, digest=digest)
+    seen: list[int] = []
+    mirror.http_fetch(
+        resolve_url(base, name), dest, len(want), timeout=5, headers=auth, digest=digest, on_bytes=seen.append
+    )
     assert dest.read_bytes() == want
     assert digest.matches()  # the resumed part was hashed from disk, the rest as it arrived
     assert state.bytes_served - before == len(want) // 2 + len(want) % 2  # only the missing half again
+    assert seen[-1] == len(want)
+    way, taken = body_path
+    assert taken == [way, way]
+
+
+def test_http_fetch_splices_a_plain_http_body_and_hashes_every_byte(
+    hub: tuple[str, hub_standin.HubState], tmp_path: Path, body_path: tuple[str, list[str]]
+) -> None:
+    base, state = hub
+    auth = {"Authorization": f"Bearer {state.token}"}
+    for name, repo_file in state.files.items():
+        dest = tmp_path / name.replace("/", "_")
+        digest = local.Digest(model.Entry(name, len(repo_file.content), repo_file.git_oid, repo_file.sha256))
+        mirror.http_fetch(resolve_url(base, name), dest, len(repo_file.content), timeout=5, headers=auth, digest=digest)
+        assert dest.read_bytes() == repo_file.content, name
+        assert digest.matches(), name
+        assert digest.sha256 == hashlib.sha256(repo_file.content).hexdigest()
+    way, taken = body_path
+    assert taken == [way] * len(state.files)
+
+
+def test_the_plain_http_mirror_is_spliced_and_tls_is_not(hub: tuple[str, hub_standin.HubState], tmp_path: Path) -> None:
+    base, state = hub
+    name = "model-00002-of-00002.safetensors"
+    auth = {"Authorization": f"Bearer {state.token}"}
+    with open_url(resolve_url(base, name), headers=auth, timeout=5) as resp:
+        assert splice.usable(resp)
+        resp.geturl = lambda: resolve_url(base.replace("http:", "https:"), name)  # as a TLS response says
+        assert not splice.usable(resp)
+
+
+def test_a_stalled_body_raises_within_the_timeout(
+    hub: tuple[str, hub_standin.HubState], tmp_path: Path, body_path: tuple[str, list[str]]
+) -> None:
+    base, state = hub
+    name = "model-00002-of-00002.safetensors"
+    state.faults.append(hub_standin.Fault(kind="stall", path=name, stall_seconds=3))
+    auth = {"Authorization": f"Bearer {state.token}"}
+    size = len(state.files[name].content)
+    with pytest.raises(OSError, match=r"timed out|no data for 0.5 s"):  # before the server's 3 s stall ends
+        mirror.http_fetch(resolve_url(base, name), tmp_path / "part", size, timeout=0.5, headers=auth)
+    kept = (tmp_path / "part").stat().st_size
+    if body_path[0] == "spliced":  # what arrived before the stall is on disk, for the resume
+        assert 0 < kept < size
+    else:  # the read loop loses the chunk it was filling (up to 4 MiB)
+        assert kept < size
+
+
+def test_file_hasher_hashes_what_a_writer_appends_as_it_goes(tmp_path: Path) -> None:
+    path = tmp_path / "grows"
+    data = os.urandom(3 * splice.REPORT_BYTES + 12345)
+    path.write_bytes(data[:100])  # a resumed file's first part is hashed from disk too
+    feed = hashlib.sha256()
+    hasher = splice.FileHasher(str(path), feed, 100)
+    with path.open("ab") as out:
+        for offset in range(100, len(data), 1_000_003):
+            out.write(data[offset : offset + 1_000_003])
+            out.flush()
+            hasher.written(min(len(data), offset + 1_000_003))
+    hasher.close(len(data))
+    assert feed.hexdigest() == hashlib.sha256(data).hexdigest()
+
+
+def test_file_hasher_reports_a_file_shorter_than_written(tmp_path: Path) -> None:
+    path = tmp_path / "short"
+    path.write_bytes(b"abc")
+    hasher = splice.FileHasher(str(path), hashlib.sha256(), 0)
+    with pytest.raises(OSError, match="shorter than the 10 bytes"):
+        hasher.close(10)
 
 
 # --- the watchdog's progress signal from the real client (huggingface_hub, as pinned) --------------
