@@ -123,6 +123,16 @@ def test_toolkit_refuses_bad_input(runner: Runner, extravars: dict[str, Any], ex
     assert expected in refusal(runner, "glm.fleet.nvidia_container_toolkit", extravars)
 
 
+def test_toolkit_names_every_bad_setting_at_once(runner: Runner) -> None:
+    message = refusal(
+        runner,
+        "glm.fleet.nvidia_container_toolkit",
+        {"nvidia_container_toolkit_version": "latest", "nvidia_container_toolkit_gpg_key_fingerprint": "F796ECB0"},
+    )
+    assert "nvidia_container_toolkit_version must pin an exact apt version such as 1.18.0-1; got: latest" in message
+    assert 'nvidia_container_toolkit_gpg_key_fingerprint must be a 40-hex key fingerprint; got: "F796ECB0"' in message
+
+
 @pytest.fixture
 def rhel_family_node() -> Iterator[None]:
     """Make the node identify itself as Rocky Linux 9, as Ansible's fact gathering reads it."""
