@@ -1,0 +1,224 @@
+"""glm.fleet.apt_signing_key: the key is fetched, refused unless its primary key has the pinned
+fingerprint (nothing written then), and written armored and dearmored only when either differs.
+The keys (tests/unit/fixtures/signing_keys) are served over HTTP and read back by the real gpg."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.glm.fleet.plugins.module_utils._signing_key import fingerprints, pinned, refusal, to_write
+from ansible_collections.glm.fleet.plugins.modules import apt_signing_key
+
+VARIABLE = "nvidia_container_toolkit_gpg_key_fingerprint"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+
+
+class Exit(Exception):
+    def __init__(self, result: dict[str, Any]) -> None:
+        super().__init__(result)
+        self.result = result
+
+
+def gpg(home: Path, *args: str, data: bytes | None = None) -> bytes:
+    return subprocess.run(
+        ["gpg", "--batch", "--homedir", str(home), *args], input=data, capture_output=True, check=True
+    ).stdout
+
+
+# Two ed25519 signing keys, each with an encryption subkey, made by gpg for these tests (public
+# parts only, so that reading them needs no gpg-agent): name -> primary key's fingerprint.
+KEYS = {"repo": "81DA1CEF961EC22C3E93AECDFEDF5340916FB01C", "other": "7435794C1D849199102D6A2A7B0D5E57D647F411"}
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[bytes, str]]:
+    """name -> (armored key, primary fingerprint), the fingerprint as gpg reads it from the key."""
+    home = tmp_path_factory.mktemp("gnupg")
+    home.chmod(0o700)
+    made = {}
+    for name, fpr in KEYS.items():
+        armored = (FIXTURES / "signing_keys" / f"{name}.asc").read_bytes()
+        listed = fingerprints(gpg(home, "--with-colons", "--show-keys", data=armored).decode())
+        assert listed[0] == fpr
+        assert len(listed) == 2  # the primary key and its subkey
+        made[name] = (armored, fpr)
+    return made
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[str, dict[str, bytes]]]:
+    """An HTTP server answering GET /<name> from the dict it yields (404 for other names)."""
+    files: dict[str, bytes] = {}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = files.get(self.path.lstrip("/"))
+            self.send_response(200 if body is not None else 404)
+            self.send_header("Content-Length", str(len(body or b"")))
+            self.end_headers()
+            self.wfile.write(body or b"")
+
+        def log_message(self, *_args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", files
+    server.shutdown()
+
+
+def run(mocker: Any, args: dict[str, Any], *, check_mode: bool = False) -> dict[str, Any]:
+    def leave(_self: Any, **result: Any) -> None:
+        raise Exit({"failed": False, **result})
+
+    def fail(_self: Any, **result: Any) -> None:
+        raise Exit({"failed": True, **result})
+
+    mocker.patch.object(basic.AnsibleModule, "exit_json", leave)
+    mocker.patch.object(basic.AnsibleModule, "fail_json", fail)
+    with patch_module_args({**args, "_ansible_check_mode": check_mode}), pytest.raises(Exit) as exc:
+        apt_signing_key.main()
+    return exc.value.result
+
+
+def module_args(url: str, fingerprint: str, tmp_path: Path) -> dict[str, Any]:
+    return {
+        "url": url,
+        "fingerprint": fingerprint,
+        "fingerprint_variable": VARIABLE,
+        "dest": str(tmp_path / "key.asc"),
+        "keyring": str(tmp_path / "keyring.gpg"),
+        "timeout": 5,
+    }
+
+
+def dearmored(armored: bytes, tmp_path: Path) -> bytes:
+    home = tmp_path / "check-home"
+    home.mkdir(mode=0o700, exist_ok=True)
+    return gpg(home, "--dearmor", data=armored)
+
+
+def test_the_pinned_key_is_written_armored_and_dearmored_once(
+    mocker: Any, keys: dict[str, tuple[bytes, str]], served: tuple[str, dict[str, bytes]], tmp_path: Path
+) -> None:
+    base, files = served
+    armored, fpr = keys["repo"]
+    files["gpgkey"] = armored
+    args = module_args(f"{base}/gpgkey", fpr, tmp_path)
+    first = run(mocker, args)
+    assert first["failed"] is False
+    assert first["changed"] is True
+    assert first["fingerprint"] == fpr
+    assert (tmp_path / "key.asc").read_bytes() == armored
+    assert (tmp_path / "keyring.gpg").read_bytes() == dearmored(armored, tmp_path)
+    assert {oct((tmp_path / name).stat().st_mode & 0o777) for name in ("key.asc", "keyring.gpg")} == {"0o644"}
+    # apt reads the keyring as a binary key whose fingerprint is the pinned one
+    listing = gpg(tmp_path / "check-home", "--with-colons", "--show-keys", str(tmp_path / "keyring.gpg")).decode()
+    assert fingerprints(listing)[0] == fpr
+    second = run(mocker, args)
+    assert (second["changed"], second["written"]) == (False, [])
+
+
+def test_the_fingerprint_may_be_written_with_spaces_and_in_lower_case(
+    mocker: Any, keys: dict[str, tuple[bytes, str]], served: tuple[str, dict[str, bytes]], tmp_path: Path
+) -> None:
+    base, files = served
+    armored, fpr = keys["repo"]
+    files["gpgkey"] = armored
+    spaced = " ".join(fpr[i : i + 4] for i in range(0, 40, 4)).lower()
+    assert run(mocker, module_args(f"{base}/gpgkey", spaced, tmp_path))["changed"] is True
+
+
+def test_a_key_with_another_fingerprint_is_refused_and_nothing_is_written(
+    mocker: Any, keys: dict[str, tuple[bytes, str]], served: tuple[str, dict[str, bytes]], tmp_path: Path
+) -> None:
+    base, files = served
+    files["gpgkey"] = keys["other"][0]
+    (tmp_path / "key.asc").write_bytes(b"the key in place")
+    result = run(mocker, module_args(f"{base}/gpgkey", keys["repo"][1], tmp_path))
+    assert result["failed"] is True
+    assert result["msg"] == (
+        f"the key at {base}/gpgkey has the fingerprint {keys['other'][1]}, not the pinned "
+        f"{VARIABLE}={keys['repo'][1]}; it was not installed"
+    )
+    assert (tmp_path / "key.asc").read_bytes() == b"the key in place"
+    assert not (tmp_path / "keyring.gpg").exists()
+
+
+def test_a_page_that_is_not_a_key_is_refused(
+    mocker: Any, keys: dict[str, tuple[bytes, str]], served: tuple[str, dict[str, bytes]], tmp_path: Path
+) -> None:
+    base, files = served
+    files["gpgkey"] = b"<html>moved</html>\n"
+    result = run(mocker, module_args(f"{base}/gpgkey", keys["repo"][1], tmp_path))
+    assert result["failed"] is True
+    assert "has the fingerprint none (not an OpenPGP key)" in result["msg"]
+    assert os.listdir(tmp_path) == []
+
+
+def test_an_unreachable_key_names_the_url(
+    mocker: Any, keys: dict[str, tuple[bytes, str]], served: tuple[str, dict[str, bytes]], tmp_path: Path
+) -> None:
+    base, _files = served
+    result = run(mocker, module_args(f"{base}/missing", keys["repo"][1], tmp_path))
+    assert result["failed"] is True
+    assert result["msg"].startswith(f"could not fetch the signing key from {base}/missing: 404")
+
+
+def test_a_lost_keyring_is_written_again_alone_and_check_mode_writes_nothing(
+    mocker: Any, keys: dict[str, tuple[bytes, str]], served: tuple[str, dict[str, bytes]], tmp_path: Path
+) -> None:
+    base, files = served
+    armored, fpr = keys["repo"]
+    files["gpgkey"] = armored
+    args = module_args(f"{base}/gpgkey", fpr, tmp_path)
+    run(mocker, args)
+    (tmp_path / "keyring.gpg").unlink()
+    checked = run(mocker, args, check_mode=True)
+    assert (checked["changed"], checked["written"]) == (True, [str(tmp_path / "keyring.gpg")])
+    assert not (tmp_path / "keyring.gpg").exists()
+    again = run(mocker, args)
+    assert again["written"] == [str(tmp_path / "keyring.gpg")]
+    assert (tmp_path / "keyring.gpg").read_bytes() == dearmored(armored, tmp_path)
+
+
+def test_fingerprints_lists_the_primary_key_first_and_ignores_other_records() -> None:
+    colons = (
+        "pub:-:255:22:DDCAE044F796ECB0:1:::-:::scESC::::::23::0:\n"
+        "fpr:::::::::C95B321B61E88C1809C4F759DDCAE044F796ECB0:\n"
+        "uid:-::::1::0::NVIDIA CORPORATION (Open Source Projects) <cudatools@nvidia.com>::::::::::0:\n"
+        "sub:-:255:18:1111111111111111:1::::::e::::::23:\n"
+        "fpr:::::::::AAAABBBBCCCCDDDDEEEEFFFF0000111122223333:\n"
+        "fpr:::::::::not-a-fingerprint:\n"
+    )
+    assert fingerprints(colons) == [
+        "C95B321B61E88C1809C4F759DDCAE044F796ECB0",
+        "AAAABBBBCCCCDDDDEEEEFFFF0000111122223333",
+    ]
+    assert fingerprints("") == []
+
+
+def test_refusal_compares_the_primary_key_only() -> None:
+    wanted = "c95b 321b 61e8 8c18 09c4 f759 ddca e044 f796 ecb0"
+    assert pinned(wanted) == "C95B321B61E88C1809C4F759DDCAE044F796ECB0"
+    assert refusal("u", ["C95B321B61E88C1809C4F759DDCAE044F796ECB0", "A" * 40], wanted, "v") is None
+    assert refusal("u", ["A" * 40, "C95B321B61E88C1809C4F759DDCAE044F796ECB0"], wanted, "v") == (
+        f"the key at u has the fingerprint {'A' * 40}, not the pinned v=C95B321B61E88C1809C4F759DDCAE044F796ECB0; "
+        "it was not installed"
+    )
+
+
+def test_to_write_names_the_files_whose_content_differs() -> None:
+    assert to_write({"a": b"1", "b": b"2"}, {"a": b"1", "b": None}) == ["b"]
+    assert to_write({"a": b"1"}, {"a": b"0"}) == ["a"]
+    assert to_write({"a": b"1"}, {"a": b"1"}) == []
