@@ -81,35 +81,14 @@ written:
   elements: str
 """
 
-import os
 import shutil
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import fetch_url
 
+from ansible_collections.glm.fleet.plugins.module_utils._files import read, write_private
 from ansible_collections.glm.fleet.plugins.module_utils._signing_key import fingerprints, refusal, to_write
-
-
-def read(path: str) -> bytes | None:
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except FileNotFoundError:
-        return None
-
-
-def write(path: str, content: bytes) -> None:
-    """Replace path with content, mode 0644, in one rename."""
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".glm-fleet-key-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(content)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 def gpg(module: AnsibleModule, home: str, args: list[str], data: bytes) -> tuple[int, bytes, str]:
@@ -156,7 +135,7 @@ def main() -> None:
     written = to_write(files, {path: read(path) for path in files})
     if not module.check_mode:
         for path in written:
-            write(path, files[path])
+            write_private(path, files[path], 0o644)  # apt's unprivileged fetcher reads the keyring
     module.exit_json(changed=bool(written), fingerprint=found[0], written=written)
 
 
