@@ -525,14 +525,15 @@ def test_a_killed_pull_with_a_registry_login_leaves_the_password_nowhere(runner:
             time.sleep(0.3)
         assert job.get("state") == "running", f"no running pull seen: {job}"
         worker = str(job["pid"])
-        # Stopped, the worker cannot finish the pull while the node's files are searched (which
-        # can outlast the whole pull on a busy machine); it is killed afterwards.
-        node_exec(TARGET, "kill", "-STOP", worker)
-        for proc_file in ("cmdline", "environ"):
-            shown = node_exec(TARGET, "cat", f"/proc/{worker}/{proc_file}").stdout
-            assert password not in shown, f"the password is in the worker's {proc_file}"
-        assert files_holding(password) == [], "the password lies in a file on the node during the pull"
-        node_exec(TARGET, "kill", "-9", worker)
+        # With the link paused, the pull (which the node's docker engine runs, not the worker) cannot
+        # finish while the node's files are searched, which can outlast the whole pull on a busy
+        # machine; the worker is killed before the link resumes, so the engine cancels the pull.
+        with lab.slow_link_paused():
+            for proc_file in ("cmdline", "environ"):
+                shown = node_exec(TARGET, "cat", f"/proc/{worker}/{proc_file}").stdout
+                assert password not in shown, f"the password is in the worker's {proc_file}"
+            assert files_holding(password) == [], "the password lies in a file on the node during the pull"
+            node_exec(TARGET, "kill", "-9", worker)
         killed = first.result(timeout=300)
     assert killed.status == "failed", run_log(killed)
     assert f"its worker (pid {worker}) ended without a result" in failure_message(killed)

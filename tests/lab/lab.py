@@ -23,6 +23,7 @@ from glm_lab.gateway import (
     registry_log_offset,
     registry_paths,
     services,
+    slow_link_paused,
 )
 from glm_lab.image import debian_mirror, image_tag, packages
 from glm_lab.nodes import plan
@@ -47,6 +48,7 @@ __all__ = [
     "registry_log_offset",
     "registry_paths",
     "services",
+    "slow_link_paused",
     "status",
     "up",
 ]

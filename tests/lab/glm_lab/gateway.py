@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import aptrepo
@@ -133,6 +136,18 @@ def start_private_registry(gateway: str) -> str:
     link = start_daemon("slow link", argv, base / "slowlink.pid", base / "slowlink.log", (gateway, SLOW_LINK_PORT))
     wait_port((gateway, SLOW_LINK_PORT), "the slow link", base / "slowlink.log", link)
     return f"{gateway}:{SLOW_LINK_PORT}"
+
+
+@contextlib.contextmanager
+def slow_link_paused() -> Iterator[None]:
+    """The slow link stops relaying (its process is stopped; connections stay open) for the body of
+    the with-statement, so a pull through it stands still while a test looks at the node."""
+    pid = int((STATE_DIR / "private-registry" / "slowlink.pid").read_text())
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
 
 
 def start_www(gateway: str) -> str:
