@@ -1,15 +1,16 @@
 """No-op cost against fleet size: a fresh lab at each size, site.yml from scratch, then the no-op
-rerun timed, with `ansible all -m ping` on the same lab as the baseline; then both again with
-Ansible's own linear strategy (ANSIBLE_STRATEGY=linear) instead of ansible.cfg's Mitogen.
+rerun timed, with `ansible all -m ping` on the same lab as the baseline; with --linear, both again
+with Ansible's own linear strategy (ANSIBLE_STRATEGY=linear) instead of ansible.cfg's Mitogen.
 
-    python bench/scale.py [--sizes 2 4 8] [--profile]
+    python bench/scale.py [--sizes 2 4 8] [--reruns 3] [--profile] [--linear]
 
 For each number of GPU nodes (plus the lab's site cache and laptop): the first run's wall time, the
-no-op rerun's wall time, its task-host results (ok + skipped + failed) and changed count on every
-host (the controller included), the no-op time per task-host and ping's time per host. Then the
-largest size's no-op time over the smallest's (the goal: the 8-node time at most 1.5x the 2-node
-one). With --profile the largest size's no-op rerun runs under ansible.posix.profile_tasks and the
-ten slowest tasks are printed: what limits the no-op run.
+no-op rerun's wall time (the median of --reruns runs, one after the other), its task-host results
+(ok + skipped + failed) and changed count on every host (the controller included), the no-op time
+per task-host and ping's time per host. Then the largest size's no-op time over the smallest's (the
+goal: the 8-node time at most 1.5x the 2-node one). With --profile the largest size runs one more
+no-op rerun, untimed, under ansible.posix.profile_tasks, and the ten slowest tasks are printed: what
+limits the no-op run.
 
 Every lab node is a container on this machine, so the controller and all nodes share its cores.
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import statistics
 import time
 
 from fleet import REPO, lab, playbook, sh, task_hosts
@@ -38,25 +40,35 @@ def ping_per_host(hosts: int, env: dict[str, str] | None = None) -> float:
     return seconds / hosts
 
 
-def one_size(gpu_nodes: int, profile: bool) -> dict[str, float | int | str]:
+def one_size(gpu_nodes: int, reruns: int, profile: bool, linear: bool) -> dict[str, float | int | str]:
     print(f"bench: fresh lab with {gpu_nodes} GPU nodes, a site cache and a laptop", flush=True)
     state = lab.up(gpu_nodes)
     hosts = len(state["nodes"])
     first_s, _first_output = playbook("site.yml")
-    if profile:
+    noops = []
+    for _round in range(reruns):
+        noop_s, out = playbook("site.yml")
+        noops.append(noop_s)
+    results, changed = task_hosts(out)
+    if profile:  # after the timed runs: the callback's own cost stays out of them
         os.environ["ANSIBLE_CALLBACKS_ENABLED"] = "ansible.posix.profile_tasks"
         os.environ["PROFILE_TASKS_TASK_OUTPUT_LIMIT"] = "10"
-    try:
-        noop_s, out = playbook("site.yml")
-    finally:
-        os.environ.pop("ANSIBLE_CALLBACKS_ENABLED", None)
-    results, changed = task_hosts(out)
+        try:
+            _profiled_s, profiled = playbook("site.yml")
+        finally:
+            os.environ.pop("ANSIBLE_CALLBACKS_ENABLED", None)
     per_ping = ping_per_host(hosts)
-    linear_s, _linear_output = playbook("site.yml", env=LINEAR)
-    per_ping_linear = ping_per_host(hosts, LINEAR)
+    linear_s, per_ping_linear = float("nan"), float("nan")
+    if linear:
+        linear_s, _linear_output = playbook("site.yml", env=LINEAR)
+        per_ping_linear = ping_per_host(hosts, LINEAR)
     slowest = (
-        "\n".join(f"    {m.group(1).strip()}: {m.group(2)} s" for m in PROFILE_LINE.finditer(out)) if profile else ""
+        "\n".join(f"    {m.group(1).strip()}: {m.group(2)} s" for m in PROFILE_LINE.finditer(profiled))
+        if profile
+        else ""
     )
+    noop_s = statistics.median(noops)
+    print(f"bench: {gpu_nodes} GPU nodes, no-op reruns: {', '.join(f'{s:.1f} s' for s in noops)}", flush=True)
     return {
         "gpu_nodes": gpu_nodes, "hosts": hosts, "first_s": first_s, "noop_s": noop_s, "results": results,
         "changed": changed, "per_task_host": noop_s / results, "per_ping": per_ping, "slowest": slowest,
@@ -67,11 +79,13 @@ def one_size(gpu_nodes: int, profile: bool) -> dict[str, float | int | str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[2, 4, 8])
+    parser.add_argument("--reruns", type=int, default=3, help="no-op reruns per size (the median is reported)")
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--linear", action="store_true", help="also time Ansible's own linear strategy")
     args = parser.parse_args(argv)
     os.environ["PATH"] = f"{REPO / '.venv' / 'bin'}:{os.environ['PATH']}"
     sizes = sorted(args.sizes)
-    rows = [one_size(n, args.profile and n == sizes[-1]) for n in sizes]
+    rows = [one_size(n, args.reruns, args.profile and n == sizes[-1], args.linear) for n in sizes]
 
     print(f"\n{'GPU nodes':>9}  {'hosts':>5}  {'first run':>9}  {'no-op':>7}  {'results':>7}  {'changed':>7}"
           f"  {'per task-host':>13}  {'ping/host':>9}  {'ratio':>5}  {'linear no-op':>12}"

@@ -1,6 +1,7 @@
 # Copyright: glm.fleet contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Which apt package specs a host's dpkg database does not satisfy, from one `dpkg-query` read."""
+"""Which apt package specs a host's dpkg database does not satisfy, and which packages it holds, from
+one `dpkg-query` read."""
 
 from __future__ import annotations
 
@@ -23,6 +24,16 @@ def installed_versions(dpkg_output: str) -> dict[str, set[str]]:
         if len(status) >= 2 and status[1] == "i" and status[2:].strip() == "":
             out.setdefault(name, set()).add(version)
     return out
+
+
+def held(dpkg_output: str) -> list[str]:
+    """The packages marked to hold (desired state "h", as `apt-mark showhold` lists them), sorted."""
+    names = set()
+    for line in dpkg_output.splitlines():
+        parts = line.split("\t")
+        if len(parts) == 3 and parts[0].startswith("h"):
+            names.add(parts[1])
+    return sorted(names)
 
 
 def satisfied(spec: str, installed: dict[str, set[str]]) -> bool:

@@ -17,6 +17,7 @@ description:
   - A C(name) spec is satisfied by any installed version, a C(name=version) spec only by that exact
     version. A spec in any other form (a wildcard, a release, an architecture) is returned as not
     satisfied, so that apt decides.
+  - Returns, from the same read, the packages marked to hold (as C(apt-mark showhold) lists them).
   - Changes nothing, and runs in check mode.
 author:
   - glm.fleet contributors (@glm-fleet)
@@ -56,11 +57,17 @@ missing:
   type: list
   elements: str
   sample: [pigz=2.6-1]
+held:
+  description: The names of the packages marked to hold, every one the host holds, sorted.
+  returned: success
+  type: list
+  elements: str
+  sample: [nvidia-container-toolkit]
 """
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.glm.fleet.plugins.module_utils._dpkg import DPKG_QUERY, apt_missing
+from ansible_collections.glm.fleet.plugins.module_utils._dpkg import DPKG_QUERY, apt_missing, held
 
 
 def main() -> None:
@@ -71,7 +78,7 @@ def main() -> None:
     rc, out, err = module.run_command(DPKG_QUERY)
     if rc != 0:
         module.fail_json(msg=f"dpkg-query failed ({rc}): {err.strip()}")
-    module.exit_json(changed=False, missing=apt_missing(module.params["packages"], out))
+    module.exit_json(changed=False, missing=apt_missing(module.params["packages"], out), held=held(out))
 
 
 if __name__ == "__main__":

@@ -15,6 +15,13 @@ from conftest import NO_ROLLOUT, REPO, Runner, host_results, lab, rollout_plan, 
 APT_READ_TOOLKIT = "Read which of the role's packages are missing"
 APT_TOOLKIT = "Install the toolkit at the pinned version"
 APT_NODE_EXPORTER = "Install node exporter from the distribution"
+TOOLKIT = {
+    "nvidia-container-toolkit",
+    "nvidia-container-toolkit-base",
+    "libnvidia-container-tools",
+    "libnvidia-container1",
+}
+PUBLISH = "Publish this node's servers for the gateway"
 
 
 def assert_each_blob_reached_the_site_cache_once(registry_offset: int, lab_state: dict[str, Any]) -> None:
@@ -48,6 +55,23 @@ def test_site_check_mode_on_a_fresh_fleet(runner: Runner, lab_state: dict[str, A
     assert set(check.stats["changed"]) >= hosts - {"localhost"}  # a fresh fleet has everything to do
 
 
+def assert_the_rerun_did_no_work_twice(second: Any, gpu_nodes: set[str]) -> None:
+    """What a converged fleet's rerun reads and runs on its GPU nodes."""
+    # With every package in place, one dpkg read per role and no apt run (apt opens its whole cache);
+    # all the toolkit's read finds missing is the docker engines other than the one installed.
+    missing = {host: res["missing"] for host, res in host_results(second, APT_READ_TOOLKIT).items()}
+    assert missing == {node: ["docker-ce", "docker-engine", "moby-engine"] for node in gpu_nodes}
+    held = {host: set(res["held"]) >= TOOLKIT for host, res in host_results(second, APT_READ_TOOLKIT).items()}
+    assert held == dict.fromkeys(gpu_nodes, True), held
+    # The server stage's plan publishes each node's servers; the gateway's and Prometheus' stages
+    # do not pass over the GPU nodes again for them.
+    published = [e["event_data"]["host"] for e in second.events
+                 if e.get("event") == "runner_on_ok" and e["event_data"].get("task") == PUBLISH]  # fmt: skip
+    assert sorted(published) == sorted(gpu_nodes), published
+    assert host_results(second, APT_TOOLKIT) == {}
+    assert host_results(second, APT_NODE_EXPORTER) == {}
+
+
 def test_site_converges_once_per_site_then_changes_nothing(
     runner: Runner, lab_state: dict[str, Any], tmp_path: Path
 ) -> None:
@@ -64,7 +88,9 @@ def test_site_converges_once_per_site_then_changes_nothing(
     assert first.stats["dark"] == {}
 
     # Every GPU node passed preflight and has docker with NVIDIA's runtime.
-    assert set(host_results(first, "Check the NVLink fabric")) == gpu_nodes
+    checked = host_results(first, "Check the node against what the server needs")
+    assert set(checked) == gpu_nodes
+    assert all("NVLink fabric registered" in res["msg"] for res in checked.values()), checked
     runtimes = "docker info --format '{{ '{{' }}json .Runtimes{{ '}}' }}'"
     check = runner.module("gpu_nodes", "ansible.builtin.command", runtimes, cmdline="--become")
     assert check.status == "successful", run_log(check)
@@ -117,10 +143,5 @@ def test_site_converges_once_per_site_then_changes_nothing(
     changed = {host: n for host, n in second.stats["changed"].items() if n}
     assert changed == {}, f"second run changed something (the controller's report files included): {changed}"
     assert (report_dir / "fleet-health.json").read_text() == json.dumps(report, indent=4, sort_keys=True) + "\n"
-    # With every package in place, one dpkg read per role and no apt run (apt opens its whole cache);
-    # all the toolkit's read finds missing is the docker engines other than the one installed.
-    missing = {host: res["missing"] for host, res in host_results(second, APT_READ_TOOLKIT).items()}
-    assert missing == {node: ["docker-ce", "docker-engine", "moby-engine"] for node in gpu_nodes}
-    assert host_results(second, APT_TOOLKIT) == {}
-    assert host_results(second, APT_NODE_EXPORTER) == {}
+    assert_the_rerun_did_no_work_twice(second, gpu_nodes)
     assert lab.hub_call("/_lab/stats")["bytes_served"] == hub["bytes_served"], "the second run downloaded again"

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from ansible_collections.glm.fleet.plugins.module_utils._dpkg import DPKG_QUERY, apt_missing
+from ansible_collections.glm.fleet.plugins.module_utils._dpkg import DPKG_QUERY, apt_missing, held
 
 # dpkg-query -W -f '${db:Status-Abbrev}\t${Package}\t${Version}\n' on a GPU node: installed,
 # held, removed with its configuration left, half-installed, and a package of two architectures.
@@ -52,6 +52,19 @@ def test_forms_it_does_not_read_are_left_to_apt(spec: str) -> None:
 
 def test_order_is_kept() -> None:
     assert apt_missing(["zstd", "pigz", "ca-certificates"], DPKG) == ["zstd", "ca-certificates"]
+
+
+def test_holds_are_read_from_the_desired_state_whatever_the_package_state() -> None:
+    dpkg = DPKG + "hc \tcuda-drivers\t580.95.05-1\nhi \tnvidia-container-toolkit-base\t1.17.8-1\n"
+    assert held(dpkg) == ["cuda-drivers", "nvidia-container-toolkit-base"]
+    assert held("") == []
+
+
+@pytest.mark.skipif(shutil.which("apt-mark") is None, reason="needs apt")
+def test_this_machines_holds_agree_with_apt_mark() -> None:
+    out = subprocess.run(DPKG_QUERY, capture_output=True, text=True, check=True).stdout
+    shown = subprocess.run(["apt-mark", "showhold"], capture_output=True, text=True, check=True).stdout
+    assert held(out) == sorted(shown.split())
 
 
 @pytest.mark.skipif(shutil.which("dpkg-query") is None, reason="needs dpkg")
