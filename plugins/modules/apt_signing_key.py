@@ -34,11 +34,11 @@ options:
     type: str
     default: fingerprint
   dest:
-    description: Where the armored key goes.
+    description: Where the armored key goes. Missing directories on the way are created (mode 0755).
     type: path
     required: true
   keyring:
-    description: Where the binary key goes.
+    description: Where the binary key goes. Missing directories on the way are created (mode 0755).
     type: path
     required: true
   timeout:
@@ -81,6 +81,7 @@ written:
   elements: str
 """
 
+import os
 import shutil
 import tempfile
 
@@ -96,6 +97,17 @@ def gpg(module: AnsibleModule, home: str, args: list[str], data: bytes) -> tuple
         ["gpg", "--batch", "--homedir", home, *args], data=data, binary_data=True, encoding=None
     )
     return rc, out, err.decode(errors="replace").strip()
+
+
+def make_dirs(path: str) -> None:
+    """Create path's missing directories with mode 0755 whatever the umask (apt's fetcher reads the keys)."""
+    missing = []
+    while path and not os.path.isdir(path):
+        missing.append(path)
+        path = os.path.dirname(path)
+    for directory in reversed(missing):
+        os.mkdir(directory)
+        os.chmod(directory, 0o755)  # noqa: S103 - a keyring directory is world-readable, as apt's own
 
 
 def main() -> None:
@@ -135,6 +147,7 @@ def main() -> None:
     written = to_write(files, {path: read(path) for path in files})
     if not module.check_mode:
         for path in written:
+            make_dirs(os.path.dirname(path))
             write_private(path, files[path], 0o644)  # apt's unprivileged fetcher reads the keyring
     module.exit_json(changed=bool(written), fingerprint=found[0], written=written)
 

@@ -55,6 +55,19 @@ options:
     description: The engine's API socket.
     type: path
     default: /var/run/docker.sock
+  engine_missing:
+    description:
+      - What to do when O(docker_socket) does not exist, no engine runs on the host.
+      - V(fail) fails, naming the socket and O(engine_hint).
+      - V(report) returns C(pulled=true), C(changed=true) and C(engine=false) without contacting
+        anything, for a check-mode run in which an earlier stage would install the engine.
+    type: str
+    choices: [fail, report]
+    default: fail
+  engine_hint:
+    description: What to do about a missing engine, appended to the failure.
+    type: str
+    default: ""
   timeout:
     description: Seconds a read from the engine may wait (a pull that stalls longer fails).
     type: int
@@ -124,8 +137,13 @@ removed:
   returned: always
   type: list
   elements: str
+engine:
+  description: Whether an engine runs on the host (false only with O(engine_missing=report)).
+  returned: always
+  type: bool
 """
 
+import os
 import time
 from collections.abc import Callable
 
@@ -218,11 +236,20 @@ def prune(module: AnsibleModule, engine: Engine, ref: Reference, result: dict) -
             module.warn(f"kept {stale['Id']} ({stale.get('RepoTags')}): {detail}")
 
 
+def no_engine(socket: str, engine_missing: str, hint: str) -> dict:
+    """The result for a host without an engine (no socket), or the failure that names it."""
+    if engine_missing == "report":
+        return {"changed": True, "pulled": True, "engine": False}
+    raise DockerError(f"no docker engine runs here ({socket} is missing){'; ' + hint if hint else ''}")
+
+
 def run(module: AnsibleModule) -> dict:
     p = module.params
     ref = parse_reference(p["reference"])
+    result: dict = {"changed": False, "pulled": False, "removed": [], "reference": p["reference"], "engine": True}
+    if not os.path.exists(p["docker_socket"]):
+        return {**result, **no_engine(p["docker_socket"], p["engine_missing"], p["engine_hint"])}
     engine = Engine(p["docker_socket"], p["timeout"])
-    result: dict = {"changed": False, "pulled": False, "removed": [], "reference": p["reference"]}
     image = engine.inspect(ref.pinned)
     if image is None:
         result.update(changed=True, pulled=True)
@@ -249,6 +276,8 @@ def main() -> None:
             "keep": {"type": "int", "default": 0},
             "job_file": {"type": "path"},
             "docker_socket": {"type": "path", "default": "/var/run/docker.sock"},
+            "engine_missing": {"type": "str", "choices": ["fail", "report"], "default": "fail"},
+            "engine_hint": {"type": "str", "default": ""},
             "timeout": {"type": "int", "default": 600},
             "retries": {"type": "int", "default": 3},
             "retry_delay": {"type": "int", "default": 5},

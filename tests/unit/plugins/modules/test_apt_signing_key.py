@@ -129,6 +129,24 @@ def test_the_pinned_key_is_written_armored_and_dearmored_once(
     assert (second["changed"], second["written"]) == (False, [])
 
 
+def test_missing_directories_of_the_key_are_created(
+    mocker: Any, keys: dict[str, tuple[bytes, str]], served: tuple[str, dict[str, bytes]], tmp_path: Path
+) -> None:
+    base, files = served
+    armored, fpr = keys["repo"]
+    files["gpgkey"] = armored
+    args = {**module_args(f"{base}/gpgkey", fpr, tmp_path), "dest": str(tmp_path / "etc" / "keyrings" / "key.asc")}
+    assert run(mocker, args, check_mode=True)["changed"] is True
+    assert not (tmp_path / "etc").exists()
+    old_umask = os.umask(0o077)
+    try:
+        assert run(mocker, args)["changed"] is True
+    finally:
+        os.umask(old_umask)
+    assert (tmp_path / "etc" / "keyrings" / "key.asc").read_bytes() == armored
+    assert {oct((tmp_path / d).stat().st_mode & 0o777) for d in ("etc", "etc/keyrings")} == {"0o755"}
+
+
 def test_the_fingerprint_may_be_written_with_spaces_and_in_lower_case(
     mocker: Any, keys: dict[str, tuple[bytes, str]], served: tuple[str, dict[str, bytes]], tmp_path: Path
 ) -> None:
