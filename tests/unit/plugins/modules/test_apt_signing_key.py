@@ -108,13 +108,20 @@ def dearmored(armored: bytes, tmp_path: Path) -> bytes:
     return gpg(home, "--dearmor", data=armored)
 
 
-def test_the_pinned_key_is_written_armored_and_dearmored_once(
-    mocker: Any, keys: dict[str, tuple[bytes, str]], served: tuple[str, dict[str, bytes]], tmp_path: Path
-) -> None:
+@pytest.fixture
+def repo_key(keys: dict[str, tuple[bytes, str]], served: tuple[str, dict[str, bytes]]) -> tuple[str, bytes, str]:
+    """The repository's key, served: (its URL, the armored key, its fingerprint)."""
     base, files = served
     armored, fpr = keys["repo"]
     files["gpgkey"] = armored
-    args = module_args(f"{base}/gpgkey", fpr, tmp_path)
+    return f"{base}/gpgkey", armored, fpr
+
+
+def test_the_pinned_key_is_written_armored_and_dearmored_once(
+    mocker: Any, repo_key: tuple[str, bytes, str], tmp_path: Path
+) -> None:
+    url, armored, fpr = repo_key
+    args = module_args(url, fpr, tmp_path)
     first = run(mocker, args)
     assert first["failed"] is False
     assert first["changed"] is True
@@ -130,12 +137,10 @@ def test_the_pinned_key_is_written_armored_and_dearmored_once(
 
 
 def test_missing_directories_of_the_key_are_created(
-    mocker: Any, keys: dict[str, tuple[bytes, str]], served: tuple[str, dict[str, bytes]], tmp_path: Path
+    mocker: Any, repo_key: tuple[str, bytes, str], tmp_path: Path
 ) -> None:
-    base, files = served
-    armored, fpr = keys["repo"]
-    files["gpgkey"] = armored
-    args = {**module_args(f"{base}/gpgkey", fpr, tmp_path), "dest": str(tmp_path / "etc" / "keyrings" / "key.asc")}
+    url, armored, fpr = repo_key
+    args = {**module_args(url, fpr, tmp_path), "dest": str(tmp_path / "etc" / "keyrings" / "key.asc")}
     assert run(mocker, args, check_mode=True)["changed"] is True
     assert not (tmp_path / "etc").exists()
     old_umask = os.umask(0o077)
@@ -148,13 +153,11 @@ def test_missing_directories_of_the_key_are_created(
 
 
 def test_the_fingerprint_may_be_written_with_spaces_and_in_lower_case(
-    mocker: Any, keys: dict[str, tuple[bytes, str]], served: tuple[str, dict[str, bytes]], tmp_path: Path
+    mocker: Any, repo_key: tuple[str, bytes, str], tmp_path: Path
 ) -> None:
-    base, files = served
-    armored, fpr = keys["repo"]
-    files["gpgkey"] = armored
+    url, _armored, fpr = repo_key
     spaced = " ".join(fpr[i : i + 4] for i in range(0, 40, 4)).lower()
-    assert run(mocker, module_args(f"{base}/gpgkey", spaced, tmp_path))["changed"] is True
+    assert run(mocker, module_args(url, spaced, tmp_path))["changed"] is True
 
 
 def test_a_key_with_another_fingerprint_is_refused_and_nothing_is_written(
@@ -194,12 +197,10 @@ def test_an_unreachable_key_names_the_url(
 
 
 def test_a_lost_keyring_is_written_again_alone_and_check_mode_writes_nothing(
-    mocker: Any, keys: dict[str, tuple[bytes, str]], served: tuple[str, dict[str, bytes]], tmp_path: Path
+    mocker: Any, repo_key: tuple[str, bytes, str], tmp_path: Path
 ) -> None:
-    base, files = served
-    armored, fpr = keys["repo"]
-    files["gpgkey"] = armored
-    args = module_args(f"{base}/gpgkey", fpr, tmp_path)
+    url, armored, fpr = repo_key
+    args = module_args(url, fpr, tmp_path)
     run(mocker, args)
     (tmp_path / "keyring.gpg").unlink()
     checked = run(mocker, args, check_mode=True)
