@@ -22,6 +22,18 @@ TOOLKIT = {
     "libnvidia-container1",
 }
 PUBLISH = "Publish this node's servers for the gateway"
+# playbooks/container_toolkit.yml, artifacts.yml, monitoring.yml: each stage's one read per GPU node.
+RECEIPT_CHECKS = (
+    "Compare each node with the toolkit's receipt",
+    "Compare each node with the image's and the weights' receipts",
+    "Compare each node with its exporters' receipt",
+)
+PACKAGE = "nvidia-container-toolkit"
+
+
+def stale(run: Any, task: str) -> dict[str, dict[str, str]]:
+    """{node: {receipt: why it does not stand}} from a stage's read."""
+    return {host: res["stale"] for host, res in host_results(run, task).items()}
 
 
 def assert_each_blob_reached_the_site_cache_once(registry_offset: int, lab_state: dict[str, Any]) -> None:
@@ -55,14 +67,21 @@ def test_site_check_mode_on_a_fresh_fleet(runner: Runner, lab_state: dict[str, A
     assert set(check.stats["changed"]) >= hosts - {"localhost"}  # a fresh fleet has everything to do
 
 
-def assert_the_rerun_did_no_work_twice(second: Any, gpu_nodes: set[str]) -> None:
+def assert_the_rerun_did_no_work_twice(runner: Runner, second: Any, gpu_nodes: set[str]) -> None:
     """What a converged fleet's rerun reads and runs on its GPU nodes."""
-    # With every package in place, one dpkg read per role and no apt run (apt opens its whole cache);
-    # all the toolkit's read finds missing is the docker engines other than the one installed.
-    missing = {host: res["missing"] for host, res in host_results(second, APT_READ_TOOLKIT).items()}
-    assert missing == {node: ["docker-ce", "docker-engine", "moby-engine"] for node in gpu_nodes}
-    held = {host: set(res["held"]) >= TOOLKIT for host, res in host_results(second, APT_READ_TOOLKIT).items()}
-    assert held == dict.fromkeys(gpu_nodes, True), held
+    # One read per stage and node: every receipt stands, so no GPU node enters the toolkit's, the
+    # artifacts' or the exporters' plays (not even the dpkg read); the site cache, the gateway and the
+    # monitoring host run node exporter's tasks, without apt.
+    for task in RECEIPT_CHECKS:
+        assert stale(second, task) == {host: {} for host in gpu_nodes}
+    assert host_results(second, APT_READ_TOOLKIT) == {}
+    assert not set(host_results(second, "Ask the engine for the pinned image")) & gpu_nodes
+    assert not set(host_results(second, "Read whether node exporter is installed")) & gpu_nodes
+    # What the toolkit's first run left: its packages held at the pin.
+    holds = runner.module("gpu_nodes", "ansible.builtin.command", "apt-mark showhold")
+    assert {host: set(res["stdout"].split()) >= TOOLKIT for host, res in host_results(holds).items()} == dict.fromkeys(
+        gpu_nodes, True
+    )
     # The server stage's plan publishes each node's servers; the gateway's and Prometheus' stages
     # do not pass over the GPU nodes again for them.
     published = [e["event_data"]["host"] for e in second.events
@@ -143,5 +162,50 @@ def test_site_converges_once_per_site_then_changes_nothing(
     changed = {host: n for host, n in second.stats["changed"].items() if n}
     assert changed == {}, f"second run changed something (the controller's report files included): {changed}"
     assert (report_dir / "fleet-health.json").read_text() == json.dumps(report, indent=4, sort_keys=True) + "\n"
-    assert_the_rerun_did_no_work_twice(second, gpu_nodes)
+    assert_the_rerun_did_no_work_twice(runner, second, gpu_nodes)
     assert lab.hub_call("/_lab/stats")["bytes_served"] == hub["bytes_served"], "the second run downloaded again"
+
+
+def test_a_node_that_drifted_goes_through_the_stage_again(runner: Runner, lab_state: dict[str, Any]) -> None:
+    """After the converged run above: what an operator changes by hand on one node sends that node,
+    and that node only, through the stage that owns it, which puts it back and records it again."""
+    gpu_nodes = sorted(node["name"] for node in lab_state["nodes"] if node["group"] == "gpu_nodes")
+    first, last = gpu_nodes[0], gpu_nodes[-1]
+    unhold = runner.module(
+        first, "ansible.builtin.command", "apt-mark unhold nvidia-container-toolkit", cmdline="--become"
+    )
+    assert unhold.status == "successful", run_log(unhold)
+    stop = runner.module(last, "ansible.builtin.command", "systemctl stop prometheus-node-exporter", cmdline="--become")
+    assert stop.status == "successful", run_log(stop)
+
+    drifted = runner.playbook(REPO / "site.yml", cmdline="--tags toolkit,monitoring")
+    assert drifted.status == "successful", run_log(drifted)
+    toolkit, exporters = stale(drifted, RECEIPT_CHECKS[0]), stale(drifted, RECEIPT_CHECKS[2])
+    assert set(toolkit[first]) == {"nvidia_container_toolkit"}, toolkit
+    assert "package nvidia-container-toolkit: held=True" in toolkit[first]["nvidia_container_toolkit"], toolkit
+    assert "held=False" in toolkit[first]["nvidia_container_toolkit"], toolkit
+    assert "unit prometheus-node-exporter.service" in exporters[last]["monitoring-exporters"], exporters
+    assert "ActiveState=inactive" in exporters[last]["monitoring-exporters"], exporters
+    if first != last:
+        assert toolkit[last] == {}, toolkit
+        assert exporters[first] == {}, exporters
+    # The stage ran where its receipt did not stand, and only there.
+    assert set(host_results(drifted, APT_READ_TOOLKIT)) == {first}
+    assert set(host_results(drifted, "Read whether node exporter is installed")) & set(gpu_nodes) == {last}
+    holds = runner.module(first, "ansible.builtin.command", "apt-mark showhold")
+    assert set(host_results(holds)[first]["stdout"].split()) >= TOOLKIT
+    active = runner.module(last, "ansible.builtin.command", "systemctl is-active prometheus-node-exporter")
+    assert host_results(active)[last]["stdout"] == "active"
+
+    # Put back and recorded: the same run again finds every receipt standing and changes nothing.
+    again = runner.playbook(REPO / "site.yml", cmdline="--tags toolkit,monitoring")
+    assert again.status == "successful", run_log(again)
+    for task in (RECEIPT_CHECKS[0], RECEIPT_CHECKS[2]):
+        assert stale(again, task) == {host: {} for host in gpu_nodes}
+    assert {host: n for host, n in again.stats["changed"].items() if n} == {}
+
+    # glm_fleet_ignore_receipts sends every node through every stage, which finds nothing to change.
+    forced = runner.playbook(REPO / "site.yml", cmdline="--tags toolkit", extravars={"glm_fleet_ignore_receipts": True})
+    assert forced.status == "successful", run_log(forced)
+    assert set(host_results(forced, APT_READ_TOOLKIT)) == set(gpu_nodes)
+    assert {host: n for host, n in forced.stats["changed"].items() if n} == {}

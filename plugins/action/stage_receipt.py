@@ -1,0 +1,101 @@
+# Copyright: glm.fleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Controller side of glm.fleet.stage_receipt: the digest of each role's inputs for this host
+(plugin_utils/_role_inputs.py), then one module run on the host. With state=check and a group, the
+host joins that group when a role is stale (or `<group>_current` when none is), as group_by would:
+a stage's play then runs only on the hosts of the group."""
+
+from __future__ import annotations
+
+import re
+
+from ansible.errors import AnsibleActionFail
+from ansible.module_utils.parsing.convert_bool import boolean
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.glm.fleet.plugins.plugin_utils import _role_inputs
+
+MODULE = "glm.fleet.stage_receipt"
+RECEIPT_NAME = re.compile(r"[a-z][a-z0-9_]*(-[a-z0-9_]+)?")
+
+try:  # ansible-core 2.19+ templates only strings it trusts; a default read from argument_specs is one
+    from ansible.template import trust_as_template
+except ImportError:  # pragma: no cover - older ansible-core templates every string
+
+    def trust_as_template(value: str) -> str:  # type: ignore[misc]
+        return value
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(("state", "dir", "roles", "role", "observe", "group", "ignore"))
+
+    def digest(self, name: str, task_vars: dict) -> str:
+        """The inputs' digest of a receipt's role (NAME or NAME-PART: a part of the role NAME)."""
+        if not RECEIPT_NAME.fullmatch(name):
+            raise AnsibleActionFail(f"glm.fleet.stage_receipt: a receipt is named ROLE or ROLE-PART; got {name!r}")
+        root = _role_inputs.collection_root()
+        try:
+            roles = _role_inputs.closure(root, name.partition("-")[0])
+        except ValueError as err:
+            raise AnsibleActionFail(f"glm.fleet.stage_receipt: {err}") from err
+        # The roles' defaults (those of their options: argument_specs equal the defaults) under what the
+        # host's variables set, as if the roles were loaded: a default may name another role's option.
+        defaults = {
+            name: trust_as_template(spec["default"]) if isinstance(spec.get("default"), str) else spec.get("default")
+            for role_name in roles
+            for name, spec in _role_inputs.options(root, role_name).items()
+            if isinstance(spec, dict) and "default" in spec
+        }
+        variables = {**defaults, **task_vars}
+        templar = self._templar.copy_with_new_env(available_variables=variables)
+
+        def value(name: str, default: object) -> object:
+            return templar.template(variables.get(name, default))
+
+        values = _role_inputs.settings(root, roles, value)
+        return _role_inputs.inputs_digest(_role_inputs.code_digest(root, roles), values)
+
+    def run(self, tmp: str | None = None, task_vars: dict | None = None) -> dict:
+        task_vars = task_vars or {}
+        result = super().run(tmp, task_vars)
+        del tmp
+        args = self._task.args
+        state = args.get("state", "check")
+        if state == "record":
+            if not args.get("role") or "observe" not in args:
+                raise AnsibleActionFail("glm.fleet.stage_receipt: state=record takes role and observe")
+            roles = [str(args["role"])]
+            entries = [{"name": roles[0], "digest": self.digest(roles[0], task_vars), "observe": args["observe"]}]
+        elif state == "check":
+            roles = args.get("roles")
+            if not isinstance(roles, list) or not roles:
+                raise AnsibleActionFail(
+                    f"glm.fleet.stage_receipt: state=check takes roles, a list of role names; got {roles!r}"
+                )
+            entries = [{"name": str(role), "digest": self.digest(str(role), task_vars)} for role in roles]
+        else:
+            raise AnsibleActionFail(f"glm.fleet.stage_receipt: state must be check or record; got {state!r}")
+        module_args = {"state": state, "receipts": entries, **({"dir": args["dir"]} if args.get("dir") else {})}
+        try:
+            ignore = boolean(args.get("ignore", False), strict=True)
+        except TypeError as err:
+            raise AnsibleActionFail(
+                "glm.fleet.stage_receipt: ignore (glm_fleet_ignore_receipts) must be true or false;"
+                f" got {args.get('ignore')!r}"
+            ) from err
+        if state == "check" and ignore:  # every role runs, as if no receipt were there; none is read
+            result.update(
+                changed=False, stale={e["name"]: "receipts ignored (glm_fleet_ignore_receipts)" for e in entries}
+            )
+        else:
+            out = self._execute_module(module_name=MODULE, module_args=module_args, task_vars=task_vars)
+            out.pop("invocation", None)
+            result.update(out)
+        if state == "check" and not result.get("failed") and args.get("group"):
+            group = str(args["group"])
+            result["add_group"] = group if result.get("stale") else f"{group}_current"
+            result["parent_groups"] = ["all"]
+            stale = result.get("stale") or {}
+            result["msg"] = "; ".join(f"{role}: {why}" for role, why in stale.items()) or "every role's receipt stands"
+        return result

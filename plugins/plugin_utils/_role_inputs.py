@@ -1,0 +1,87 @@
+# Copyright: glm.fleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The inputs of one of this collection's roles on one host, as one digest (controller side): the
+role's code (its directory, those of the roles it depends on, and the collection's plugins) and the
+values of its options (meta/argument_specs.yml, every entry point: the host's value where the
+inventory or the run sets one, else the option's default, which equals the role's defaults).
+
+What the host is (its distribution, say) is not an input: a receipt looks at it where a role
+depends on it (/etc/os-release), so a run with --tags, which gathers no facts, compares the same
+digest. Options marked no_log are left out: a secret's hash is not written on a host, and a changed
+secret alone does not re-run a role that only uses it to download."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import yaml
+
+NAMESPACE = "glm.fleet."
+
+
+def collection_root() -> Path:
+    """The collection's directory (this file is plugins/module_utils/ in it)."""
+    return Path(__file__).resolve().parents[2]
+
+
+def closure(root: Path, role: str) -> list[str]:
+    """The role and the collection's roles it depends on (meta/main.yml), depth first, each once."""
+    out: list[str] = []
+
+    def visit(name: str) -> None:
+        if name in out:
+            return
+        meta_path = root / "roles" / name / "meta" / "main.yml"
+        if not meta_path.is_file():
+            raise ValueError(f"glm.fleet has no role {name!r} ({meta_path} is missing)")
+        meta = yaml.safe_load(meta_path.read_text()) or {}
+        out.append(name)
+        for dep in meta.get("dependencies") or []:
+            dep_name = dep.get("role", "") if isinstance(dep, dict) else str(dep)
+            if dep_name.startswith(NAMESPACE):
+                visit(dep_name[len(NAMESPACE) :])
+
+    visit(role)
+    return out
+
+
+def options(root: Path, role: str) -> dict[str, dict]:
+    """The role's options as argument_specs.yml declares them, over all its entry points (an option
+    that several declare has the same default in each: the defaults file is one)."""
+    specs = yaml.safe_load((root / "roles" / role / "meta" / "argument_specs.yml").read_text()) or {}
+    out: dict[str, dict] = {}
+    for entry in (specs.get("argument_specs") or {}).values():
+        out.update((entry or {}).get("options") or {})
+    return out
+
+
+def code_digest(root: Path, roles: list[str]) -> str:
+    """sha256 over the roles' files and the collection's plugins, path and bytes."""
+    digest = hashlib.sha256()
+    paths = [p for role in roles for p in sorted((root / "roles" / role).rglob("*"))]
+    paths += sorted((root / "plugins").rglob("*"))
+    for path in paths:
+        if path.is_file() and "__pycache__" not in path.parts:
+            digest.update(f"{path.relative_to(root)}\0{path.stat().st_size}\0".encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def settings(root: Path, roles: list[str], value: Callable[[str, object], object]) -> dict[str, object]:
+    """{option: value} over the roles' options but the no_log ones; `value(name, default)` gives
+    the host's value of an option (its default when nothing sets it), templated."""
+    out: dict[str, object] = {}
+    for role in roles:
+        for name, spec in sorted(options(root, role).items()):
+            if not (spec or {}).get("no_log"):
+                out[name] = value(name, (spec or {}).get("default"))
+    return out
+
+
+def inputs_digest(code: str, values: dict[str, object]) -> str:
+    """The digest a receipt is compared by."""
+    doc = {"code": code, "settings": values}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
