@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from ansible.errors import AnsibleActionFail
+from ansible.errors import AnsibleActionFail, AnsibleError
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
@@ -28,9 +28,9 @@ except ImportError:  # pragma: no cover - older ansible-core templates every str
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("state", "dir", "roles", "role", "observe", "group", "ignore"))
+    _VALID_ARGS = frozenset(("state", "dir", "roles", "role", "observe", "group", "ignore", "secrets"))
 
-    def digest(self, name: str, task_vars: dict) -> str:
+    def digest(self, name: str, task_vars: dict, secrets: bool = False) -> str:
         """The inputs' digest of a receipt's role (NAME or NAME-PART: a part of the role NAME)."""
         if not RECEIPT_NAME.fullmatch(name):
             raise AnsibleActionFail(f"glm.fleet.stage_receipt: a receipt is named ROLE or ROLE-PART; got {name!r}")
@@ -51,9 +51,14 @@ class ActionModule(ActionBase):
         templar = self._templar.copy_with_new_env(available_variables=variables)
 
         def value(name: str, default: object) -> object:
-            return templar.template(variables.get(name, default))
+            # An option the role would not use may not template here (a default naming a group the
+            # inventory lacks): its error stands in for its value, and the role, if it uses it, says why.
+            try:
+                return templar.template(variables.get(name, default))
+            except AnsibleError as err:
+                return f"<{type(err).__name__}: {err.message}>"
 
-        values = _role_inputs.settings(root, roles, value)
+        values = _role_inputs.settings(root, roles, value, secrets=secrets)
         return _role_inputs.inputs_digest(_role_inputs.code_digest(root, roles), values)
 
     def run(self, tmp: str | None = None, task_vars: dict | None = None) -> dict:
@@ -62,18 +67,26 @@ class ActionModule(ActionBase):
         del tmp
         args = self._task.args
         state = args.get("state", "check")
+        try:
+            secrets = boolean(args.get("secrets", False), strict=True)
+        except TypeError as err:
+            raise AnsibleActionFail(
+                f"glm.fleet.stage_receipt: secrets must be true or false; got {args.get('secrets')!r}"
+            ) from err
         if state == "record":
             if not args.get("role") or "observe" not in args:
                 raise AnsibleActionFail("glm.fleet.stage_receipt: state=record takes role and observe")
             roles = [str(args["role"])]
-            entries = [{"name": roles[0], "digest": self.digest(roles[0], task_vars), "observe": args["observe"]}]
+            entries = [
+                {"name": roles[0], "digest": self.digest(roles[0], task_vars, secrets), "observe": args["observe"]}
+            ]
         elif state == "check":
             roles = args.get("roles")
             if not isinstance(roles, list) or not roles:
                 raise AnsibleActionFail(
                     f"glm.fleet.stage_receipt: state=check takes roles, a list of role names; got {roles!r}"
                 )
-            entries = [{"name": str(role), "digest": self.digest(str(role), task_vars)} for role in roles]
+            entries = [{"name": str(role), "digest": self.digest(str(role), task_vars, secrets)} for role in roles]
         else:
             raise AnsibleActionFail(f"glm.fleet.stage_receipt: state must be check or record; got {state!r}")
         module_args = {"state": state, "receipts": entries, **({"dir": args["dir"]} if args.get("dir") else {})}

@@ -19,7 +19,7 @@ from typing import Any
 from ansible_collections.glm.fleet.plugins.module_utils._docker_api import DockerError, Engine
 from ansible_collections.glm.fleet.plugins.module_utils._dpkg import DPKG_QUERY, held, installed_versions
 
-KINDS = ("files", "packages", "units", "images", "trees", "listings")
+KINDS = ("files", "dirs", "packages", "units", "images", "trees", "listings")
 UNIT_PROPERTIES = ("UnitFileState", "ActiveState")
 CHUNK = 1 << 20
 
@@ -35,6 +35,17 @@ def file_state(path: str) -> dict | None:
     except FileNotFoundError:
         return None
     return {"sha256": digest.hexdigest(), "mode": f"{stat.S_IMODE(st.st_mode):04o}", "uid": st.st_uid, "gid": st.st_gid}
+
+
+def dir_state(path: str) -> dict | None:
+    """Mode and ownership of a directory; None when there is none (or something else is there)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISDIR(st.st_mode):
+        return None
+    return {"mode": f"{stat.S_IMODE(st.st_mode):04o}", "uid": st.st_uid, "gid": st.st_gid}
 
 
 def tree_state(root: str) -> str | None:
@@ -106,6 +117,8 @@ def observe(spec: dict, run: Callable[[list[str]], str], engine: Engine | None =
     out: dict[str, Any] = {}
     if spec.get("files"):
         out["files"] = {path: file_state(path) for path in spec["files"]}
+    if spec.get("dirs"):
+        out["dirs"] = {path: dir_state(path) for path in spec["dirs"]}
     if spec.get("packages"):
         out["packages"] = package_states(spec["packages"], run(DPKG_QUERY))
     if spec.get("units"):
@@ -131,7 +144,7 @@ def spec_problem(spec: object) -> str | None:
     for kind, names in spec.items():
         if not isinstance(names, list) or not all(isinstance(n, str) and n and n.isprintable() for n in names):
             return f"observe.{kind} must be a list of non-empty printable strings; got {json.dumps(names)[:200]}"
-    for kind in ("files", "trees", "listings"):
+    for kind in ("files", "dirs", "trees", "listings"):
         relative = [p for p in spec.get(kind, []) if not p.startswith("/")]
         if relative:
             return f"observe.{kind} must be absolute paths; got {relative}"

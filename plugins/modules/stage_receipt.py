@@ -11,10 +11,11 @@ short_description: Record what a role left on a host, or tell in one read whethe
 version_added: 0.1.0
 description:
   - A role's receipt is a root-only JSON file, C(<dir>/<role>.json), written by the role's last task
-    when the whole role ran. It holds the digest of the role's inputs (its code, its settings for this host, the
-    host's distribution; the action plugin computes it on the controller) and a look at what the role
-    manages (files by sha256, mode and owner; packages by version and hold; systemd units by enablement
-    and state; images by id; trees of files by path, size, mtime and inode; directory listings).
+    when the whole role ran. It holds the digest of the role's inputs (its code and its settings for
+    this host; the action plugin computes it on the controller) and a look at what the role manages
+    (files by sha256, mode and owner; directories by mode and owner; packages by version and hold;
+    systemd units by enablement and state; images by id; trees of files by path, size, mtime and
+    inode; directory listings).
   - With O(state=check), for each role, the receipt is read and the same things are looked at again;
     a role whose receipt is missing, has another digest, or whose look finds anything different is
     stale, with the reason. The site's stage plays run only on the hosts where one of their roles is
@@ -50,7 +51,7 @@ options:
         required: true
       observe:
         description:
-          - With O(state=record), what to look at, C({files, packages, units, images, trees, listings}),
+          - With O(state=record), what to look at, C({files, dirs, packages, units, images, trees, listings}),
             each a list of absolute paths, package names, unit names or image references.
         type: dict
 extends_documentation_fragment:

@@ -7,8 +7,10 @@ inventory or the run sets one, else the option's default, which equals the role'
 
 What the host is (its distribution, say) is not an input: a receipt looks at it where a role
 depends on it (/etc/os-release), so a run with --tags, which gathers no facts, compares the same
-digest. Options marked no_log are left out: a secret's hash is not written on a host, and a changed
-secret alone does not re-run a role that only uses it to download."""
+digest. Options marked no_log are left out unless asked for: a role that only downloads with a
+secret does not run again for a changed one; a role that writes one into a file (the servers' API
+keys) asks for them, so that a new key reaches the node. They enter the one sha256 over all the
+inputs, which is all that is written (root-only) or shown."""
 
 from __future__ import annotations
 
@@ -70,13 +72,15 @@ def code_digest(root: Path, roles: list[str]) -> str:
     return digest.hexdigest()
 
 
-def settings(root: Path, roles: list[str], value: Callable[[str, object], object]) -> dict[str, object]:
-    """{option: value} over the roles' options but the no_log ones; `value(name, default)` gives
-    the host's value of an option (its default when nothing sets it), templated."""
+def settings(
+    root: Path, roles: list[str], value: Callable[[str, object], object], secrets: bool = False
+) -> dict[str, object]:
+    """{option: value} over the roles' options, the no_log ones only with `secrets`; `value(name,
+    default)` gives the host's value of an option (its default when nothing sets it), templated."""
     out: dict[str, object] = {}
     for role in roles:
         for name, spec in sorted(options(root, role).items()):
-            if not (spec or {}).get("no_log"):
+            if secrets or not (spec or {}).get("no_log"):
                 out[name] = value(name, (spec or {}).get("default"))
     return out
 

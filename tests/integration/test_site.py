@@ -28,6 +28,8 @@ RECEIPT_CHECKS = (
     "Compare each node with the image's and the weights' receipts",
     "Compare each node with its exporters' receipt",
 )
+SERVER_RECEIPT = "Compare the node with its servers' receipt"
+HEALTH_ROUND = "Check once that each unchanged server serves with the expected arguments"
 PACKAGE = "nvidia-container-toolkit"
 
 
@@ -76,6 +78,12 @@ def assert_the_rerun_did_no_work_twice(runner: Runner, second: Any, gpu_nodes: s
         assert stale(second, task) == {host: {} for host in gpu_nodes}
     assert host_results(second, APT_READ_TOOLKIT) == {}
     assert not set(host_results(second, "Ask the engine for the pinned image")) & gpu_nodes
+    # The server stage's plan: every receipt stands, so no validation and no check-mode configuration;
+    # systemd's view and a health round of each server decided that no node restarts.
+    assert stale(second, SERVER_RECEIPT) == {host: {} for host in gpu_nodes}
+    assert host_results(second, "Check the server settings") == {}
+    assert host_results(second, "Write the systemd units") == {}
+    assert set(host_results(second, HEALTH_ROUND)) == gpu_nodes
     assert not set(host_results(second, "Read whether node exporter is installed")) & gpu_nodes
     # What the toolkit's first run left: its packages held at the pin.
     holds = runner.module("gpu_nodes", "ansible.builtin.command", "apt-mark showhold")
@@ -197,7 +205,24 @@ def test_a_node_that_drifted_goes_through_the_stage_again(runner: Runner, lab_st
     active = runner.module(last, "ansible.builtin.command", "systemctl is-active prometheus-node-exporter")
     assert host_results(active)[last]["stdout"] == "active"
 
-    # Put back and recorded: the same run again finds every receipt standing and changes nothing.
+    # A helper file edited by hand: the server stage's plan finds the receipt stale, naming the file,
+    # works out the change in full, and that node alone goes through the rolling restart.
+    guard = "/usr/local/libexec/glm-fleet/sglang-port-guard"
+    edit = runner.module(first, "ansible.builtin.shell", f"echo '# edited' >> {guard}", cmdline="--become")
+    assert edit.status == "successful", run_log(edit)
+    server = runner.playbook(REPO / "site.yml", cmdline="--tags server")
+    assert server.status == "successful", run_log(server)
+    assert f"file {guard}:" in stale(server, SERVER_RECEIPT)[first]["sglang_server"]
+    assert set(rollout_plan(server)) == {first}, rollout_plan(server)
+    assert "port guard would change" in rollout_plan(server)[first]
+    restored = runner.module(first, "ansible.builtin.command", f"tail -n 1 {guard}")
+    assert host_results(restored)[first]["stdout"] != "# edited"
+
+    # Put back and recorded: the same runs again find every receipt standing and change nothing.
+    quiet = runner.playbook(REPO / "site.yml", cmdline="--tags server")
+    assert quiet.status == "successful", run_log(quiet)
+    assert stale(quiet, SERVER_RECEIPT) == {host: {} for host in gpu_nodes}
+    assert rollout_plan(quiet) == NO_ROLLOUT
     again = runner.playbook(REPO / "site.yml", cmdline="--tags toolkit,monitoring")
     assert again.status == "successful", run_log(again)
     for task in (RECEIPT_CHECKS[0], RECEIPT_CHECKS[2]):

@@ -151,3 +151,17 @@ def test_render_is_stable() -> None:
     a = _receipt.render("d", {"files": ["/b", "/a"]}, {"files": {"/b": None, "/a": None}})
     b = _receipt.render("d", {"files": ["/b", "/a"]}, {"files": {"/a": None, "/b": None}})
     assert a == b
+
+
+def test_a_directory_is_seen_by_mode_and_owner_not_by_what_it_holds(tmp_path: Path) -> None:
+    cache = tmp_path / "jit"
+    cache.mkdir(mode=0o755)
+    cache.chmod(0o755)
+    before = _receipt.dir_state(str(cache))
+    assert before == {"mode": "0755", "uid": os.getuid(), "gid": os.getgid()}
+    (cache / "kernel.so").write_bytes(b"x")  # what the server writes there is not the role's
+    assert _receipt.dir_state(str(cache)) == before
+    cache.chmod(0o700)
+    assert _receipt.dir_state(str(cache)) == {**before, "mode": "0700"}
+    assert _receipt.dir_state(str(cache / "kernel.so")) is None
+    assert _receipt.dir_state(str(tmp_path / "none")) is None

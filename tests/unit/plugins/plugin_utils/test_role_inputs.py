@@ -37,6 +37,11 @@ def test_secrets_are_marked_no_log_and_left_out_of_the_settings() -> None:
     assert values["sglang_image_keep_previous"] == 1
 
 
+def test_a_role_that_writes_its_secrets_into_files_asks_for_them() -> None:
+    values = _role_inputs.settings(ROOT, ["sglang_server"], lambda name, default: default, secrets=True)
+    assert {"sglang_server_api_key", "sglang_server_admin_api_key"} <= set(values)
+
+
 def test_the_host_value_wins_over_the_default() -> None:
     def value(name: str, default: object) -> object:
         return "9.9.9-1" if name == "nvidia_container_toolkit_version" else default
