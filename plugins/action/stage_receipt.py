@@ -3,7 +3,9 @@
 """Controller side of glm.fleet.stage_receipt: the digest of each role's inputs for this host
 (plugin_utils/_role_inputs.py), then one module run on the host. With state=check and a group, the
 host joins that group when a role is stale (or `<group>_current` when none is), as group_by would:
-a stage's play then runs only on the hosts of the group."""
+a stage's play then runs only on the hosts of the group. With stages (a list of {group, roles}) in
+place of roles, one read covers several stages: the host joins `group` (read) and the group of each
+stage due (plugin_utils/_stages.py), and `stages` in the result says why each is due."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from ansible.errors import AnsibleActionFail, AnsibleError
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.glm.fleet.plugins.plugin_utils import _role_inputs
+from ansible_collections.glm.fleet.plugins.plugin_utils import _role_inputs, _stages
 
 MODULE = "glm.fleet.stage_receipt"
 RECEIPT_NAME = re.compile(r"[a-z][a-z0-9_]*(-[a-z0-9_]+)?")
@@ -28,7 +30,7 @@ except ImportError:  # pragma: no cover - older ansible-core templates every str
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("state", "dir", "roles", "role", "observe", "group", "ignore", "secrets"))
+    _VALID_ARGS = frozenset(("state", "dir", "roles", "role", "observe", "group", "ignore", "secrets", "stages"))
 
     def digest(self, name: str, task_vars: dict, secrets: bool = False) -> str:
         """The inputs' digest of a receipt's role (NAME or NAME-PART: a part of the role NAME)."""
@@ -61,6 +63,45 @@ class ActionModule(ActionBase):
         values = _role_inputs.settings(root, roles, value, secrets=secrets)
         return _role_inputs.inputs_digest(_role_inputs.code_digest(root, roles), values)
 
+    def entries(self, args: dict, task_vars: dict, secrets: bool) -> tuple[list[dict], list[_stages.Stage] | None]:
+        """The module's receipts entries (each with its digest), and the stages when given."""
+        state = args.get("state", "check")
+        if state == "record":
+            if not args.get("role") or "observe" not in args:
+                raise AnsibleActionFail("glm.fleet.stage_receipt: state=record takes role and observe")
+            role = str(args["role"])
+            return [{"name": role, "digest": self.digest(role, task_vars, secrets), "observe": args["observe"]}], None
+        if state != "check":
+            raise AnsibleActionFail(f"glm.fleet.stage_receipt: state must be check or record; got {state!r}")
+        stages = None
+        if "stages" in args:
+            if "roles" in args or not args.get("group"):
+                raise AnsibleActionFail("glm.fleet.stage_receipt: stages takes a group (the hosts read) and no roles")
+            try:
+                stages = _stages.parse(args["stages"])
+            except ValueError as err:
+                raise AnsibleActionFail(f"glm.fleet.stage_receipt: {err}") from err
+        roles = [role for stage in stages for role in stage.roles] if stages else args.get("roles")
+        if not isinstance(roles, list) or not roles:
+            raise AnsibleActionFail(
+                f"glm.fleet.stage_receipt: state=check takes roles, a list of role names; got {roles!r}"
+            )
+        return [{"name": str(role), "digest": self.digest(str(role), task_vars, secrets)} for role in roles], stages
+
+    @staticmethod
+    def grouping(result: dict, group: str, stages: list[_stages.Stage] | None) -> None:
+        """A check's groups, as group_by would add them: the stages due (with stages), or the group."""
+        stale = result.get("stale") or {}
+        if stages:
+            reasons = _stages.due(stages, stale)
+            result["add_group"], result["parent_groups"] = _stages.dynamic_group(group, stages, reasons)
+            result["stages"] = reasons
+            result["msg"] = "; ".join(f"{name}: {why}" for name, why in reasons.items()) or "every receipt stands"
+            return
+        result["add_group"] = group if stale else f"{group}_current"
+        result["parent_groups"] = ["all"]
+        result["msg"] = "; ".join(f"{role}: {why}" for role, why in stale.items()) or "every role's receipt stands"
+
     def run(self, tmp: str | None = None, task_vars: dict | None = None) -> dict:
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
@@ -69,34 +110,14 @@ class ActionModule(ActionBase):
         state = args.get("state", "check")
         try:
             secrets = boolean(args.get("secrets", False), strict=True)
-        except TypeError as err:
-            raise AnsibleActionFail(
-                f"glm.fleet.stage_receipt: secrets must be true or false; got {args.get('secrets')!r}"
-            ) from err
-        if state == "record":
-            if not args.get("role") or "observe" not in args:
-                raise AnsibleActionFail("glm.fleet.stage_receipt: state=record takes role and observe")
-            roles = [str(args["role"])]
-            entries = [
-                {"name": roles[0], "digest": self.digest(roles[0], task_vars, secrets), "observe": args["observe"]}
-            ]
-        elif state == "check":
-            roles = args.get("roles")
-            if not isinstance(roles, list) or not roles:
-                raise AnsibleActionFail(
-                    f"glm.fleet.stage_receipt: state=check takes roles, a list of role names; got {roles!r}"
-                )
-            entries = [{"name": str(role), "digest": self.digest(str(role), task_vars, secrets)} for role in roles]
-        else:
-            raise AnsibleActionFail(f"glm.fleet.stage_receipt: state must be check or record; got {state!r}")
-        module_args = {"state": state, "receipts": entries, **({"dir": args["dir"]} if args.get("dir") else {})}
-        try:
             ignore = boolean(args.get("ignore", False), strict=True)
         except TypeError as err:
             raise AnsibleActionFail(
-                "glm.fleet.stage_receipt: ignore (glm_fleet_ignore_receipts) must be true or false;"
-                f" got {args.get('ignore')!r}"
+                "glm.fleet.stage_receipt: secrets and ignore (glm_fleet_ignore_receipts) must be true or false;"
+                f" got {args.get('secrets')!r} and {args.get('ignore')!r}"
             ) from err
+        entries, stages = self.entries(args, task_vars, secrets)
+        module_args = {"state": state, "receipts": entries, **({"dir": args["dir"]} if args.get("dir") else {})}
         if state == "check" and ignore:  # every role runs, as if no receipt were there; none is read
             result.update(
                 changed=False, stale={e["name"]: "receipts ignored (glm_fleet_ignore_receipts)" for e in entries}
@@ -106,9 +127,5 @@ class ActionModule(ActionBase):
             out.pop("invocation", None)
             result.update(out)
         if state == "check" and not result.get("failed") and args.get("group"):
-            group = str(args["group"])
-            result["add_group"] = group if result.get("stale") else f"{group}_current"
-            result["parent_groups"] = ["all"]
-            stale = result.get("stale") or {}
-            result["msg"] = "; ".join(f"{role}: {why}" for role, why in stale.items()) or "every role's receipt stands"
+            self.grouping(result, str(args["group"]), stages)
         return result

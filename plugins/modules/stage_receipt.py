@@ -23,6 +23,10 @@ description:
   - Changes nothing with O(state=check). With O(state=record), writes a receipt only when its content
     differs (changed), and not in check mode.
   - Use the action plugin of the same name (it computes the digests); the module takes them given.
+  - The action takes C(roles) and a C(group) the host joins when one of them is stale; or C(stages), a list of
+    C({group, roles}) in the order a run takes them, and a C(group) every host read joins. Then one read covers
+    several stages, and the host joins the group of each stage due, that is whose receipts do not all stand,
+    and of every stage after one due, since those run on what it may change.
 author:
   - glm.fleet contributors (@glm-fleet)
 options:
@@ -83,6 +87,13 @@ stale:
   type: dict
   sample:
     nvidia_container_toolkit: "changed since its receipt: file /etc/docker/daemon.json: ..."
+stages:
+  description: With the action's C(stages), why each stage is due, by group, in order; empty when every receipt stands.
+  returned: when the action is given C(stages)
+  type: dict
+  sample:
+    glm_fleet_stage_toolkit: "nvidia_container_toolkit: package nvidia-container-toolkit: held=True ..."
+    glm_fleet_stage_artifacts: "it runs after the stage of glm_fleet_stage_toolkit, which this node goes through"
 recorded:
   description: With O(state=record), the receipts written (in check mode, those that would be).
   returned: when O(state=record)

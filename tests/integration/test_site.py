@@ -22,12 +22,10 @@ TOOLKIT = {
     "libnvidia-container1",
 }
 PUBLISH = "Publish this node's servers for the gateway"
-# playbooks/container_toolkit.yml, artifacts.yml, monitoring.yml: each stage's one read per GPU node.
-RECEIPT_CHECKS = (
-    "Compare each node with the toolkit's receipt",
-    "Compare each node with the image's and the weights' receipts",
-    "Compare each node with its exporters' receipt",
-)
+# playbooks/stage_receipts.yml: one read per GPU node for the toolkit's, the artifacts' and the
+# exporters' stages.
+RECEIPT_CHECK = "Compare each node with the receipts of the toolkit, the image and the weights, and the exporters"
+STAGES = ("glm_fleet_stage_toolkit", "glm_fleet_stage_artifacts", "glm_fleet_stage_exporters")
 SERVER_RECEIPT = "Compare the node with its servers' receipt"
 HEALTH_ROUND = "Check once that each unchanged server serves with the expected arguments"
 PACKAGE = "nvidia-container-toolkit"
@@ -36,6 +34,11 @@ PACKAGE = "nvidia-container-toolkit"
 def stale(run: Any, task: str) -> dict[str, dict[str, str]]:
     """{node: {receipt: why it does not stand}} from a stage's read."""
     return {host: res["stale"] for host, res in host_results(run, task).items()}
+
+
+def due(run: Any) -> dict[str, set[str]]:
+    """{node: the stages (their groups) the read sent it through}."""
+    return {host: set(res["stages"]) for host, res in host_results(run, RECEIPT_CHECK).items()}
 
 
 def assert_each_blob_reached_the_site_cache_once(registry_offset: int, lab_state: dict[str, Any]) -> None:
@@ -71,11 +74,14 @@ def test_site_check_mode_on_a_fresh_fleet(runner: Runner, lab_state: dict[str, A
 
 def assert_the_rerun_did_no_work_twice(runner: Runner, second: Any, gpu_nodes: set[str]) -> None:
     """What a converged fleet's rerun reads and runs on its GPU nodes."""
-    # One read per stage and node: every receipt stands, so no GPU node enters the toolkit's, the
-    # artifacts' or the exporters' plays (not even the dpkg read); the site cache, the gateway and the
-    # monitoring host run node exporter's tasks, without apt.
-    for task in RECEIPT_CHECKS:
-        assert stale(second, task) == {host: {} for host in gpu_nodes}
+    # One read per node for three stages, once in the run: every receipt stands, so no GPU node enters
+    # the toolkit's, the artifacts' or the exporters' plays (not even the dpkg read); the site cache,
+    # the gateway and the monitoring host run node exporter's tasks, without apt.
+    reads = [e["event_data"]["host"] for e in second.events
+             if e.get("event") == "runner_on_ok" and e["event_data"].get("task") == RECEIPT_CHECK]  # fmt: skip
+    assert sorted(reads) == sorted(gpu_nodes), reads
+    assert stale(second, RECEIPT_CHECK) == {host: {} for host in gpu_nodes}
+    assert due(second) == {host: set() for host in gpu_nodes}
     assert host_results(second, APT_READ_TOOLKIT) == {}
     assert not set(host_results(second, "Ask the engine for the pinned image")) & gpu_nodes
     # The server stage's plan: every receipt stands, so no validation and no check-mode configuration;
@@ -188,18 +194,21 @@ def test_a_node_that_drifted_goes_through_the_stage_again(runner: Runner, lab_st
 
     drifted = runner.playbook(REPO / "site.yml", cmdline="--tags toolkit,monitoring")
     assert drifted.status == "successful", run_log(drifted)
-    toolkit, exporters = stale(drifted, RECEIPT_CHECKS[0]), stale(drifted, RECEIPT_CHECKS[2])
-    assert set(toolkit[first]) == {"nvidia_container_toolkit"}, toolkit
-    assert "package nvidia-container-toolkit: held=True" in toolkit[first]["nvidia_container_toolkit"], toolkit
-    assert "held=False" in toolkit[first]["nvidia_container_toolkit"], toolkit
-    assert "unit prometheus-node-exporter.service" in exporters[last]["monitoring-exporters"], exporters
-    assert "ActiveState=inactive" in exporters[last]["monitoring-exporters"], exporters
-    if first != last:
-        assert toolkit[last] == {}, toolkit
-        assert exporters[first] == {}, exporters
-    # The stage ran where its receipt did not stand, and only there.
+    read = stale(drifted, RECEIPT_CHECK)
+    assert first != last
+    assert set(read[first]) == {"nvidia_container_toolkit"}, read
+    assert "package nvidia-container-toolkit: held=True" in read[first]["nvidia_container_toolkit"], read
+    assert "held=False" in read[first]["nvidia_container_toolkit"], read
+    assert set(read[last]) == {"monitoring-exporters"}, read
+    assert "unit prometheus-node-exporter.service" in read[last]["monitoring-exporters"], read
+    assert "ActiveState=inactive" in read[last]["monitoring-exporters"], read
+    # The toolkit's stage is due on the first node, and so are the two after it (they run on the engine
+    # it may restart); the exporters' alone on the last; none on the others.
+    assert due(drifted) == {host: set(STAGES) if host == first else {STAGES[2]} if host == last else set()
+                            for host in gpu_nodes}  # fmt: skip
+    # The stages ran where they were due, and only there.
     assert set(host_results(drifted, APT_READ_TOOLKIT)) == {first}
-    assert set(host_results(drifted, "Read whether node exporter is installed")) & set(gpu_nodes) == {last}
+    assert set(host_results(drifted, "Read whether node exporter is installed")) & set(gpu_nodes) == {first, last}
     holds = runner.module(first, "ansible.builtin.command", "apt-mark showhold")
     assert set(host_results(holds)[first]["stdout"].split()) >= TOOLKIT
     active = runner.module(last, "ansible.builtin.command", "systemctl is-active prometheus-node-exporter")
@@ -225,8 +234,7 @@ def test_a_node_that_drifted_goes_through_the_stage_again(runner: Runner, lab_st
     assert rollout_plan(quiet) == NO_ROLLOUT
     again = runner.playbook(REPO / "site.yml", cmdline="--tags toolkit,monitoring")
     assert again.status == "successful", run_log(again)
-    for task in (RECEIPT_CHECKS[0], RECEIPT_CHECKS[2]):
-        assert stale(again, task) == {host: {} for host in gpu_nodes}
+    assert stale(again, RECEIPT_CHECK) == {host: {} for host in gpu_nodes}
     assert {host: n for host, n in again.stats["changed"].items() if n} == {}
 
     # glm_fleet_ignore_receipts sends every node through every stage, which finds nothing to change.
