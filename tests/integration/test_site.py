@@ -88,8 +88,12 @@ def assert_the_rerun_did_no_work_twice(runner: Runner, second: Any, gpu_nodes: s
     # systemd's view and a health round of each server decided that no node restarts.
     assert stale(second, SERVER_RECEIPT) == {host: {} for host in gpu_nodes}
     assert host_results(second, "Check the server settings") == {}
+    assert host_results(second, "Validate the settings against the role's argument spec") == {}
+    assert host_results(second, "Record what the node's servers run as") == {}
     assert host_results(second, "Write the systemd units") == {}
     assert set(host_results(second, HEALTH_ROUND)) == gpu_nodes
+    # That round is each node's row in the fleet report: the report's play probes no GPU node again.
+    assert host_results(second, "Check each server once, for the fleet report") == {}
     assert not set(host_results(second, "Read whether node exporter is installed")) & gpu_nodes
     # What the toolkit's first run left: its packages held at the pin.
     holds = runner.module("gpu_nodes", "ansible.builtin.command", "apt-mark showhold")
@@ -237,8 +241,15 @@ def test_a_node_that_drifted_goes_through_the_stage_again(runner: Runner, lab_st
     assert stale(again, RECEIPT_CHECK) == {host: {} for host in gpu_nodes}
     assert {host: n for host, n in again.stats["changed"].items() if n} == {}
 
-    # glm_fleet_ignore_receipts sends every node through every stage, which finds nothing to change.
-    forced = runner.playbook(REPO / "site.yml", cmdline="--tags toolkit", extravars={"glm_fleet_ignore_receipts": True})
+    # glm_fleet_ignore_receipts sends every node through every stage, which finds nothing to change:
+    # the server stage's plan works every node out in full (the argument spec's validation included),
+    # finds it steady, and records its receipt again, unchanged.
+    forced = runner.playbook(
+        REPO / "site.yml", cmdline="--tags toolkit,server", extravars={"glm_fleet_ignore_receipts": True}
+    )
     assert forced.status == "successful", run_log(forced)
     assert set(host_results(forced, APT_READ_TOOLKIT)) == set(gpu_nodes)
+    assert set(host_results(forced, "Validate the settings against the role's argument spec")) == set(gpu_nodes)
+    assert rollout_plan(forced) == NO_ROLLOUT
+    assert set(host_results(forced, "Record what the node's servers run as")) == set(gpu_nodes)
     assert {host: n for host, n in forced.stats["changed"].items() if n} == {}
