@@ -4,8 +4,9 @@
 (plugin_utils/_role_inputs.py), then one module run on the host. With state=check and a group, the
 host joins that group when a role is stale (or `<group>_current` when none is), as group_by would:
 a stage's play then runs only on the hosts of the group. With stages (a list of {group, roles}) in
-place of roles, one read covers several stages: the host joins `group` (read) and the group of each
-stage due (plugin_utils/_stages.py), and `stages` in the result says why each is due."""
+place of roles, one read covers several stages: the host joins a group under `group` (read): that of
+each stage due, or `<group>_current` (plugin_utils/_stages.py), and `stages` in the result says why
+each is due."""
 
 from __future__ import annotations
 
@@ -28,6 +29,18 @@ except ImportError:  # pragma: no cover - older ansible-core templates every str
         return value
 
 
+def trusted(value: object) -> object:
+    """A default read from argument_specs, its strings trusted as templates at every depth (a list of
+    dicts, say), as they are where Ansible loads the role's defaults file."""
+    if isinstance(value, str):
+        return trust_as_template(value)
+    if isinstance(value, list):
+        return [trusted(item) for item in value]
+    if isinstance(value, dict):
+        return {key: trusted(item) for key, item in value.items()}
+    return value
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _VALID_ARGS = frozenset(("state", "dir", "roles", "role", "observe", "group", "ignore", "secrets", "stages"))
@@ -44,7 +57,7 @@ class ActionModule(ActionBase):
         # The roles' defaults (those of their options: argument_specs equal the defaults) under what the
         # host's variables set, as if the roles were loaded: a default may name another role's option.
         defaults = {
-            name: trust_as_template(spec["default"]) if isinstance(spec.get("default"), str) else spec.get("default")
+            name: trusted(spec.get("default"))
             for role_name in roles
             for name, spec in _role_inputs.options(root, role_name).items()
             if isinstance(spec, dict) and "default" in spec
@@ -81,7 +94,13 @@ class ActionModule(ActionBase):
                 stages = _stages.parse(args["stages"])
             except ValueError as err:
                 raise AnsibleActionFail(f"glm.fleet.stage_receipt: {err}") from err
-        roles = [role for stage in stages for role in stage.roles] if stages else args.get("roles")
+        if stages:  # each stage's receipts with its own secrets, as its role records them
+            return [
+                {"name": role, "digest": self.digest(role, task_vars, secrets or stage.secrets)}
+                for stage in stages
+                for role in stage.roles
+            ], stages
+        roles = args.get("roles")
         if not isinstance(roles, list) or not roles:
             raise AnsibleActionFail(
                 f"glm.fleet.stage_receipt: state=check takes roles, a list of role names; got {roles!r}"

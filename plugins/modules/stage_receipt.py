@@ -24,9 +24,11 @@ description:
     differs (changed), and not in check mode.
   - Use the action plugin of the same name (it computes the digests); the module takes them given.
   - The action takes C(roles) and a C(group) the host joins when one of them is stale; or C(stages), a list of
-    C({group, roles}) in the order a run takes them, and a C(group) every host read joins. Then one read covers
-    several stages, and the host joins the group of each stage due, that is whose receipts do not all stand,
-    and of every stage after one due, since those run on what it may change.
+    C({group, roles, secrets}) in the order a run takes them, and a C(group) every host read joins. Then one
+    read covers several stages, and the host joins the group of each stage due, that is whose receipts do not
+    all stand, and of every stage after one due, since those run on what it may change; with none due, the
+    group C(<group>_current). A stage with C(secrets=true) compares its receipts with the secrets among its
+    settings, as its role records them.
 author:
   - glm.fleet contributors (@glm-fleet)
 options:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import os
 import re
 import subprocess
 import sys
@@ -24,7 +25,7 @@ import lab  # noqa: E402
 def lab_state() -> dict[str, Any]:
     state = lab.status()
     if not state.get("up"):
-        lab.up(int(lab.os.environ.get("GLM_LAB_GPU_NODES", "2")))
+        lab.up(int(os.environ.get("GLM_LAB_GPU_NODES", "2")))
         state = lab.status()
     assert state["up"], f"the lab is not running: {json.dumps(state)}"
     return state

@@ -22,12 +22,16 @@ TOOLKIT = {
     "libnvidia-container1",
 }
 PUBLISH = "Publish this node's servers for the gateway"
-# playbooks/stage_receipts.yml: one read per GPU node for the toolkit's, the artifacts' and the
-# exporters' stages.
-RECEIPT_CHECK = "Compare each node with the receipts of the toolkit, the image and the weights, and the exporters"
-STAGES = ("glm_fleet_stage_toolkit", "glm_fleet_stage_artifacts", "glm_fleet_stage_exporters")
+# playbooks/stage_receipts.yml: one read per GPU node for the toolkit's, the artifacts', the
+# exporters' and the server's stages (a node with any of them due goes through the preflight).
+RECEIPT_CHECK = (
+    "Compare each node with the receipts of the toolkit, the image and the weights, the exporters and the servers"
+)
+STAGES = ("glm_fleet_stage_toolkit", "glm_fleet_stage_artifacts", "glm_fleet_stage_exporters", "glm_fleet_stage_server")
+PREFLIGHT_CHECK = "Check the node against what the server needs"
+PREFLIGHT_GPU_READ = "Read the node's GPUs, driver and NVLink fabric"
 SERVER_RECEIPT = "Compare the node with its servers' receipt"
-HEALTH_ROUND = "Check once that each unchanged server serves with the expected arguments"
+HEALTH_ROUND = "Look at each unchanged server live, and send the node to the rolling restart or leave it serving"
 PACKAGE = "nvidia-container-toolkit"
 
 
@@ -74,19 +78,22 @@ def test_site_check_mode_on_a_fresh_fleet(runner: Runner, lab_state: dict[str, A
 
 def assert_the_rerun_did_no_work_twice(runner: Runner, second: Any, gpu_nodes: set[str]) -> None:
     """What a converged fleet's rerun reads and runs on its GPU nodes."""
-    # One read per node for three stages, once in the run: every receipt stands, so no GPU node enters
-    # the toolkit's, the artifacts' or the exporters' plays (not even the dpkg read); the site cache,
-    # the gateway and the monitoring host run node exporter's tasks, without apt.
+    # One read per node for four stages, once in the run: every receipt stands, so no GPU node enters
+    # the preflight's, the toolkit's, the artifacts' or the exporters' plays (not even the GPU or dpkg
+    # read); the site cache, the gateway and the monitoring host run node exporter's tasks, without apt.
     reads = [e["event_data"]["host"] for e in second.events
              if e.get("event") == "runner_on_ok" and e["event_data"].get("task") == RECEIPT_CHECK]  # fmt: skip
     assert sorted(reads) == sorted(gpu_nodes), reads
     assert stale(second, RECEIPT_CHECK) == {host: {} for host in gpu_nodes}
     assert due(second) == {host: set() for host in gpu_nodes}
+    assert host_results(second, PREFLIGHT_GPU_READ) == {}
+    assert host_results(second, PREFLIGHT_CHECK) == {}
     assert host_results(second, APT_READ_TOOLKIT) == {}
     assert not set(host_results(second, "Ask the engine for the pinned image")) & gpu_nodes
-    # The server stage's plan: every receipt stands, so no validation and no check-mode configuration;
+    # The server stage's plan: the one read found the servers' receipt standing too, so the plan's full
+    # half (its own receipt read, the validation, the check-mode configuration) ran on no node;
     # systemd's view and a health round of each server decided that no node restarts.
-    assert stale(second, SERVER_RECEIPT) == {host: {} for host in gpu_nodes}
+    assert host_results(second, SERVER_RECEIPT) == {}
     assert host_results(second, "Check the server settings") == {}
     assert host_results(second, "Validate the settings against the role's argument spec") == {}
     assert host_results(second, "Record what the node's servers run as") == {}
@@ -125,7 +132,7 @@ def test_site_converges_once_per_site_then_changes_nothing(
     assert first.stats["dark"] == {}
 
     # Every GPU node passed preflight and has docker with NVIDIA's runtime.
-    checked = host_results(first, "Check the node against what the server needs")
+    checked = host_results(first, PREFLIGHT_CHECK)
     assert set(checked) == gpu_nodes
     assert all("NVLink fabric registered" in res["msg"] for res in checked.values()), checked
     runtimes = "docker info --format '{{ '{{' }}json .Runtimes{{ '}}' }}'"
@@ -206,9 +213,9 @@ def test_a_node_that_drifted_goes_through_the_stage_again(runner: Runner, lab_st
     assert set(read[last]) == {"monitoring-exporters"}, read
     assert "unit prometheus-node-exporter.service" in read[last]["monitoring-exporters"], read
     assert "ActiveState=inactive" in read[last]["monitoring-exporters"], read
-    # The toolkit's stage is due on the first node, and so are the two after it (they run on the engine
-    # it may restart); the exporters' alone on the last; none on the others.
-    assert due(drifted) == {host: set(STAGES) if host == first else {STAGES[2]} if host == last else set()
+    # The toolkit's stage is due on the first node, and so are those after it (they run on the engine
+    # it may restart); the exporters' and the server's (read last) on the last; none on the others.
+    assert due(drifted) == {host: set(STAGES) if host == first else set(STAGES[2:]) if host == last else set()
                             for host in gpu_nodes}  # fmt: skip
     # The stages ran where they were due, and only there.
     assert set(host_results(drifted, APT_READ_TOOLKIT)) == {first}
@@ -228,6 +235,9 @@ def test_a_node_that_drifted_goes_through_the_stage_again(runner: Runner, lab_st
     assert f"file {guard}:" in stale(server, SERVER_RECEIPT)[first]["sglang_server"]
     assert set(rollout_plan(server)) == {first}, rollout_plan(server)
     assert "port guard would change" in rollout_plan(server)[first]
+    # The run's preflight (not in --tags server) did not check that node: its rolling restart did, before
+    # writing anything, and on no other node.
+    assert set(host_results(server, PREFLIGHT_CHECK)) == set(host_results(server, PREFLIGHT_GPU_READ)) == {first}
     restored = runner.module(first, "ansible.builtin.command", f"tail -n 1 {guard}")
     assert host_results(restored)[first]["stdout"] != "# edited"
 
@@ -253,3 +263,31 @@ def test_a_node_that_drifted_goes_through_the_stage_again(runner: Runner, lab_st
     assert rollout_plan(forced) == NO_ROLLOUT
     assert set(host_results(forced, "Record what the node's servers run as")) == set(gpu_nodes)
     assert {host: n for host, n in forced.stats["changed"].items() if n} == {}
+
+
+def test_the_preflight_checks_the_nodes_a_run_has_work_on(runner: Runner, lab_state: dict[str, Any]) -> None:
+    """A stopped server is work for the run on that node alone: its server receipt does not stand, so
+    the preflight checks it (and refuses it here, before anything on it changes), and leaves out the
+    nodes whose every receipt stands; the run goes on without the refused node (its server stage's
+    plan runs on the others)."""
+    last = sorted(node["name"] for node in lab_state["nodes"] if node["group"] == "gpu_nodes")[-1]
+    stopped = runner.module(last, "ansible.builtin.command", "systemctl stop pareto-glm53-flash", cmdline="--become")
+    assert stopped.status == "successful", run_log(stopped)
+    refused = runner.playbook(REPO / "site.yml", extravars={"preflight_required_gpus": 16})
+    assert refused.status == "failed", run_log(refused)
+    assert set(refused.stats["failures"]) == {last}, refused.stats
+    assert "ActiveState=inactive" in stale(refused, RECEIPT_CHECK)[last]["sglang_server"]
+    assert set(host_results(refused, PREFLIGHT_GPU_READ)) == {last}
+    assert host_results(refused, "Write the systemd units") == {}
+    assert rollout_plan(refused) == NO_ROLLOUT
+    inactive = runner.module(last, "ansible.builtin.command", "systemctl is-active pareto-glm53-flash")
+    assert host_results(inactive)[last]["stdout"] == "inactive"
+    # The next run checks it (it passes), restarts its server, and puts it back behind the gateway and
+    # into Prometheus' targets, which the refused run left it out of.
+    back = runner.playbook(REPO / "site.yml")
+    assert back.status == "successful", run_log(back)
+    assert set(host_results(back, PREFLIGHT_CHECK)) == {last}
+    assert set(rollout_plan(back)) == {last}, rollout_plan(back)
+    again = runner.playbook(REPO / "site.yml")
+    assert again.status == "successful", run_log(again)
+    assert {host: n for host, n in again.stats["changed"].items() if n} == {}

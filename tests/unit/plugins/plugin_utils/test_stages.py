@@ -10,17 +10,19 @@ SITE = [
     {"group": "glm_fleet_stage_toolkit", "roles": ["nvidia_container_toolkit"]},
     {"group": "glm_fleet_stage_artifacts", "roles": ["sglang_image", "model_weights"]},
     {"group": "glm_fleet_stage_exporters", "roles": ["monitoring-exporters"]},
+    {"group": "glm_fleet_stage_server", "roles": ["sglang_server"], "secrets": True},
 ]
 
 
-def test_a_host_whose_receipts_all_stand_joins_only_the_group_read() -> None:
+def test_a_host_whose_receipts_all_stand_joins_the_current_group_under_the_group_read() -> None:
     stages = _stages.parse(SITE)
     assert _stages.due(stages, {}) == {}
-    assert _stages.dynamic_group("read", stages, {}) == ("read", ["all"])
+    assert _stages.dynamic_group("read", stages, {}) == ("read_current", ["read"])
+    assert [stage.secrets for stage in stages] == [False, False, False, True]
 
 
 def test_a_stale_receipt_sends_the_host_through_its_stage_alone_when_it_is_the_last() -> None:
-    stages = _stages.parse(SITE)
+    stages = _stages.parse(SITE[:3])
     reasons = _stages.due(
         stages, {"monitoring-exporters": "unit prometheus-node-exporter.service: ActiveState=inactive"}
     )
@@ -33,12 +35,12 @@ def test_a_stale_receipt_sends_the_host_through_its_stage_alone_when_it_is_the_l
 def test_an_earlier_stage_due_sends_the_host_through_every_later_one() -> None:
     stages = _stages.parse(SITE)
     reasons = _stages.due(stages, {"model_weights": "no receipt"})
-    assert list(reasons) == ["glm_fleet_stage_artifacts", "glm_fleet_stage_exporters"]
+    assert list(reasons) == ["glm_fleet_stage_artifacts", "glm_fleet_stage_exporters", "glm_fleet_stage_server"]
     assert reasons["glm_fleet_stage_artifacts"] == "model_weights: no receipt"
     assert "after the stage of glm_fleet_stage_artifacts" in reasons["glm_fleet_stage_exporters"]
     assert _stages.dynamic_group("read", stages, reasons) == (
-        "read_1_2",
-        ["read", "glm_fleet_stage_artifacts", "glm_fleet_stage_exporters"],
+        "read_1_2_3",
+        ["read", "glm_fleet_stage_artifacts", "glm_fleet_stage_exporters", "glm_fleet_stage_server"],
     )
     both = _stages.due(stages, {"nvidia_container_toolkit": "a", "sglang_image": "b", "model_weights": "c"})
     assert both["glm_fleet_stage_artifacts"] == "sglang_image: b; model_weights: c"
@@ -50,7 +52,9 @@ def test_an_earlier_stage_due_sends_the_host_through_every_later_one() -> None:
     [
         ([], "non-empty list"),
         ("glm_fleet_stage_toolkit", "non-empty list"),
-        ([{"group": "g", "roles": ["a"], "when": True}], r"stages\[0\] must have exactly the keys group and roles"),
+        ([{"group": "g", "roles": ["a"], "when": True}], r"stages\[0\] must have the keys group and roles"),
+        ([{"group": "g"}], r"stages\[0\] must have the keys group and roles"),
+        ([{"group": "g", "roles": ["a"], "secrets": "yes"}], r"stages\[0\]\.secrets must be true or false; got 'yes'"),
         (
             [{"group": "bad-name", "roles": ["a"]}],
             r"stages\[0\]\.group must be an inventory group name; got 'bad-name'",
