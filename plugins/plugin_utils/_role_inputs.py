@@ -14,6 +14,7 @@ inputs, which is all that is written (root-only) or shown."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Callable
@@ -22,6 +23,34 @@ from pathlib import Path
 import yaml
 
 NAMESPACE = "glm.fleet."
+# libyaml's loader where PyYAML has it: a read of several stages parses each role's specs once, and
+# the pure-Python loader took most of that time.
+LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@functools.lru_cache(maxsize=512)
+def _read(path: Path, mtime_ns: int, size: int) -> bytes:
+    """A file's bytes, once per version of it (its mtime and size are in the key) and process: the
+    roles of several stages share the deployment role and the collection's plugins."""
+    del mtime_ns, size
+    return path.read_bytes()
+
+
+def read_bytes(path: Path) -> bytes:
+    st = path.stat()
+    return _read(path, st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=128)
+def _parse(path: Path, mtime_ns: int, size: int) -> object:
+    del mtime_ns, size
+    return yaml.load(path.read_bytes(), Loader=LOADER)  # noqa: S506 - the safe loader, in C where there is one
+
+
+def load_yaml(path: Path) -> object:
+    """A YAML file's data, parsed once per version of it and process; callers do not change it."""
+    st = path.stat()
+    return _parse(path, st.st_mtime_ns, st.st_size)
 
 
 def collection_root() -> Path:
@@ -39,7 +68,7 @@ def closure(root: Path, role: str) -> list[str]:
         meta_path = root / "roles" / name / "meta" / "main.yml"
         if not meta_path.is_file():
             raise ValueError(f"glm.fleet has no role {name!r} ({meta_path} is missing)")
-        meta = yaml.safe_load(meta_path.read_text()) or {}
+        meta = load_yaml(meta_path) or {}
         out.append(name)
         for dep in meta.get("dependencies") or []:
             dep_name = dep.get("role", "") if isinstance(dep, dict) else str(dep)
@@ -53,7 +82,7 @@ def closure(root: Path, role: str) -> list[str]:
 def options(root: Path, role: str) -> dict[str, dict]:
     """The role's options as argument_specs.yml declares them, over all its entry points (an option
     that several declare has the same default in each: the defaults file is one)."""
-    specs = yaml.safe_load((root / "roles" / role / "meta" / "argument_specs.yml").read_text()) or {}
+    specs = load_yaml(root / "roles" / role / "meta" / "argument_specs.yml") or {}
     out: dict[str, dict] = {}
     for entry in (specs.get("argument_specs") or {}).values():
         out.update((entry or {}).get("options") or {})
@@ -67,8 +96,9 @@ def code_digest(root: Path, roles: list[str]) -> str:
     paths += sorted((root / "plugins").rglob("*"))
     for path in paths:
         if path.is_file() and "__pycache__" not in path.parts:
-            digest.update(f"{path.relative_to(root)}\0{path.stat().st_size}\0".encode())
-            digest.update(path.read_bytes())
+            data = read_bytes(path)
+            digest.update(f"{path.relative_to(root)}\0{len(data)}\0".encode())
+            digest.update(data)
     return digest.hexdigest()
 
 
