@@ -7,26 +7,19 @@ from __future__ import annotations
 import os
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.glm.fleet.plugins.module_utils._signing_key import fingerprints, pinned, refusal, to_write
 from ansible_collections.glm.fleet.plugins.modules import apt_signing_key
 
+RunMain = Callable[..., dict[str, Any]]  # the run_main fixture (conftest.py)
 VARIABLE = "nvidia_container_toolkit_gpg_key_fingerprint"
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
-
-
-class Exit(Exception):
-    def __init__(self, result: dict[str, Any]) -> None:
-        super().__init__(result)
-        self.result = result
 
 
 def gpg(home: Path, *args: str, data: bytes | None = None) -> bytes:
@@ -77,20 +70,6 @@ def served() -> Iterator[tuple[str, dict[str, bytes]]]:
     server.shutdown()
 
 
-def run(mocker: Any, args: dict[str, Any], *, check_mode: bool = False) -> dict[str, Any]:
-    def leave(_self: Any, **result: Any) -> None:
-        raise Exit({"failed": False, **result})
-
-    def fail(_self: Any, **result: Any) -> None:
-        raise Exit({"failed": True, **result})
-
-    mocker.patch.object(basic.AnsibleModule, "exit_json", leave)
-    mocker.patch.object(basic.AnsibleModule, "fail_json", fail)
-    with patch_module_args({**args, "_ansible_check_mode": check_mode}), pytest.raises(Exit) as exc:
-        apt_signing_key.main()
-    return exc.value.result
-
-
 def module_args(url: str, fingerprint: str, tmp_path: Path) -> dict[str, Any]:
     return {
         "url": url,
@@ -118,11 +97,11 @@ def repo_key(keys: dict[str, tuple[bytes, str]], served: tuple[str, dict[str, by
 
 
 def test_the_pinned_key_is_written_armored_and_dearmored_once(
-    mocker: Any, repo_key: tuple[str, bytes, str], tmp_path: Path
+    run_main: RunMain, repo_key: tuple[str, bytes, str], tmp_path: Path
 ) -> None:
     url, armored, fpr = repo_key
     args = module_args(url, fpr, tmp_path)
-    first = run(mocker, args)
+    first = run_main(apt_signing_key.main, args)
     assert first["failed"] is False
     assert first["changed"] is True
     assert first["fingerprint"] == fpr
@@ -132,20 +111,20 @@ def test_the_pinned_key_is_written_armored_and_dearmored_once(
     # apt reads the keyring as a binary key whose fingerprint is the pinned one
     listing = gpg(tmp_path / "check-home", "--with-colons", "--show-keys", str(tmp_path / "keyring.gpg")).decode()
     assert fingerprints(listing)[0] == fpr
-    second = run(mocker, args)
+    second = run_main(apt_signing_key.main, args)
     assert (second["changed"], second["written"]) == (False, [])
 
 
 def test_missing_directories_of_the_key_are_created(
-    mocker: Any, repo_key: tuple[str, bytes, str], tmp_path: Path
+    run_main: RunMain, repo_key: tuple[str, bytes, str], tmp_path: Path
 ) -> None:
     url, armored, fpr = repo_key
     args = {**module_args(url, fpr, tmp_path), "dest": str(tmp_path / "etc" / "keyrings" / "key.asc")}
-    assert run(mocker, args, check_mode=True)["changed"] is True
+    assert run_main(apt_signing_key.main, args, check_mode=True)["changed"] is True
     assert not (tmp_path / "etc").exists()
     old_umask = os.umask(0o077)
     try:
-        assert run(mocker, args)["changed"] is True
+        assert run_main(apt_signing_key.main, args)["changed"] is True
     finally:
         os.umask(old_umask)
     assert (tmp_path / "etc" / "keyrings" / "key.asc").read_bytes() == armored
@@ -153,20 +132,20 @@ def test_missing_directories_of_the_key_are_created(
 
 
 def test_the_fingerprint_may_be_written_with_spaces_and_in_lower_case(
-    mocker: Any, repo_key: tuple[str, bytes, str], tmp_path: Path
+    run_main: RunMain, repo_key: tuple[str, bytes, str], tmp_path: Path
 ) -> None:
     url, _armored, fpr = repo_key
     spaced = " ".join(fpr[i : i + 4] for i in range(0, 40, 4)).lower()
-    assert run(mocker, module_args(url, spaced, tmp_path))["changed"] is True
+    assert run_main(apt_signing_key.main, module_args(url, spaced, tmp_path))["changed"] is True
 
 
 def test_a_key_with_another_fingerprint_is_refused_and_nothing_is_written(
-    mocker: Any, keys: dict[str, tuple[bytes, str]], served: tuple[str, dict[str, bytes]], tmp_path: Path
+    run_main: RunMain, keys: dict[str, tuple[bytes, str]], served: tuple[str, dict[str, bytes]], tmp_path: Path
 ) -> None:
     base, files = served
     files["gpgkey"] = keys["other"][0]
     (tmp_path / "key.asc").write_bytes(b"the key in place")
-    result = run(mocker, module_args(f"{base}/gpgkey", keys["repo"][1], tmp_path))
+    result = run_main(apt_signing_key.main, module_args(f"{base}/gpgkey", keys["repo"][1], tmp_path))
     assert result["failed"] is True
     assert result["msg"] == (
         f"the key at {base}/gpgkey has the fingerprint {keys['other'][1]}, not the pinned "
@@ -177,36 +156,36 @@ def test_a_key_with_another_fingerprint_is_refused_and_nothing_is_written(
 
 
 def test_a_page_that_is_not_a_key_is_refused(
-    mocker: Any, keys: dict[str, tuple[bytes, str]], served: tuple[str, dict[str, bytes]], tmp_path: Path
+    run_main: RunMain, keys: dict[str, tuple[bytes, str]], served: tuple[str, dict[str, bytes]], tmp_path: Path
 ) -> None:
     base, files = served
     files["gpgkey"] = b"<html>moved</html>\n"
-    result = run(mocker, module_args(f"{base}/gpgkey", keys["repo"][1], tmp_path))
+    result = run_main(apt_signing_key.main, module_args(f"{base}/gpgkey", keys["repo"][1], tmp_path))
     assert result["failed"] is True
     assert "has the fingerprint none (not an OpenPGP key)" in result["msg"]
     assert os.listdir(tmp_path) == []
 
 
 def test_an_unreachable_key_names_the_url(
-    mocker: Any, keys: dict[str, tuple[bytes, str]], served: tuple[str, dict[str, bytes]], tmp_path: Path
+    run_main: RunMain, keys: dict[str, tuple[bytes, str]], served: tuple[str, dict[str, bytes]], tmp_path: Path
 ) -> None:
     base, _files = served
-    result = run(mocker, module_args(f"{base}/missing", keys["repo"][1], tmp_path))
+    result = run_main(apt_signing_key.main, module_args(f"{base}/missing", keys["repo"][1], tmp_path))
     assert result["failed"] is True
     assert result["msg"].startswith(f"could not fetch the signing key from {base}/missing: 404")
 
 
 def test_a_lost_keyring_is_written_again_alone_and_check_mode_writes_nothing(
-    mocker: Any, repo_key: tuple[str, bytes, str], tmp_path: Path
+    run_main: RunMain, repo_key: tuple[str, bytes, str], tmp_path: Path
 ) -> None:
     url, armored, fpr = repo_key
     args = module_args(url, fpr, tmp_path)
-    run(mocker, args)
+    run_main(apt_signing_key.main, args)
     (tmp_path / "keyring.gpg").unlink()
-    checked = run(mocker, args, check_mode=True)
+    checked = run_main(apt_signing_key.main, args, check_mode=True)
     assert (checked["changed"], checked["written"]) == (True, [str(tmp_path / "keyring.gpg")])
     assert not (tmp_path / "keyring.gpg").exists()
-    again = run(mocker, args)
+    again = run_main(apt_signing_key.main, args)
     assert again["written"] == [str(tmp_path / "keyring.gpg")]
     assert (tmp_path / "keyring.gpg").read_bytes() == dearmored(armored, tmp_path)
 

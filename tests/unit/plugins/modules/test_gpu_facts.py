@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.glm.fleet.plugins.module_utils import _nvidia_smi as smi
 from ansible_collections.glm.fleet.plugins.modules import gpu_facts
@@ -110,13 +110,10 @@ def test_missing_version_is_an_error() -> None:
 # --- the module around the parser --------------------------------------------------------------
 
 
-class Exit(Exception):
-    def __init__(self, result: dict[str, Any]) -> None:
-        super().__init__(result)
-        self.result = result
+Commands = dict[tuple[str, ...], tuple[int, str, str]]
 
 
-def run_module(mocker: Any, args: dict[str, Any], commands: dict[tuple[str, ...], tuple[int, str, str]]) -> dict:
+def run_module(mocker: Any, run_main: Callable[..., dict], args: dict[str, Any], commands: Commands, **kw: Any) -> dict:
     """Run gpu_facts.main() with nvidia-smi answers taken from `commands` (argv tail -> rc, out, err)."""
     calls: list[list[str]] = []
 
@@ -126,20 +123,11 @@ def run_module(mocker: Any, args: dict[str, Any], commands: dict[tuple[str, ...]
             return (0, "", "")
         return commands[tuple(argv[1:])]
 
-    def exit_json(_self: Any, **result: Any) -> None:
-        raise Exit({"failed": False, **result})
-
-    def fail_json(_self: Any, **result: Any) -> None:
-        raise Exit({"failed": True, **result})
-
     mocker.patch.object(basic.AnsibleModule, "run_command", run_command)
-    mocker.patch.object(basic.AnsibleModule, "exit_json", exit_json)
-    mocker.patch.object(basic.AnsibleModule, "fail_json", fail_json)
     mocker.patch.object(basic.AnsibleModule, "get_bin_path", lambda _s, name, *a, **k: f"/usr/bin/{name}")
-    with patch_module_args(args), pytest.raises(Exit) as exc:
-        gpu_facts.main()
-    exc.value.result["_calls"] = calls
-    return exc.value.result
+    result = run_main(gpu_facts.main, args, **kw)
+    result["_calls"] = calls
+    return result
 
 
 def answers(directory: str) -> dict[tuple[str, ...], tuple[int, str, str]]:
@@ -149,8 +137,8 @@ def answers(directory: str) -> dict[tuple[str, ...], tuple[int, str, str]]:
     }
 
 
-def test_module_reports_facts_and_changes_nothing(mocker: Any) -> None:
-    result = run_module(mocker, {"_ansible_check_mode": True}, answers("b200x4"))
+def test_module_reports_facts_and_changes_nothing(mocker: Any, run_main: Callable[..., dict]) -> None:
+    result = run_module(mocker, run_main, {}, answers("b200x4"), check_mode=True)
     assert result["failed"] is False
     assert result["changed"] is False
     assert result["count"] == 4
@@ -158,13 +146,13 @@ def test_module_reports_facts_and_changes_nothing(mocker: Any) -> None:
     assert json.dumps(result["ansible_facts"])  # facts must serialize
 
 
-def test_module_falls_back_when_the_driver_lacks_fabric_fields(mocker: Any) -> None:
+def test_module_falls_back_when_the_driver_lacks_fabric_fields(mocker: Any, run_main: Callable[..., dict]) -> None:
     commands = {
         tuple(smi.query_args(ALL_FIELDS)): (2, fixture("h200x1/query-gpu-invalid-field.txt"), ""),
         tuple(smi.query_args(smi.BASE_FIELDS)): (0, fixture("h200x1/query-gpu.csv"), ""),
         ("--version",): (0, fixture("h200x1/version.txt"), ""),
     }
-    result = run_module(mocker, {}, commands)
+    result = run_module(mocker, run_main, {}, commands)
     assert result["failed"] is False
     assert result["count"] == 1
     assert [c[1] for c in result["_calls"] if c[0].endswith("nvidia-smi")][:2] == [
@@ -173,21 +161,16 @@ def test_module_falls_back_when_the_driver_lacks_fabric_fields(mocker: Any) -> N
     ]
 
 
-def test_module_fails_with_what_nvidia_smi_said(mocker: Any) -> None:
+def test_module_fails_with_what_nvidia_smi_said(mocker: Any, run_main: Callable[..., dict]) -> None:
     message = "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
     commands = {tuple(smi.query_args(ALL_FIELDS)): (9, message, "")}
-    result = run_module(mocker, {}, commands)
+    result = run_module(mocker, run_main, {}, commands)
     assert result["failed"] is True
     assert result["msg"] == f"nvidia-smi failed (rc=9): {message}"
 
 
-def test_module_fails_clearly_without_nvidia_smi(mocker: Any) -> None:
+def test_module_fails_clearly_without_nvidia_smi(mocker: Any, run_main: Callable[..., dict]) -> None:
     mocker.patch.object(basic.AnsibleModule, "get_bin_path", return_value=None)
-
-    def fail_json(_self: Any, **result: Any) -> None:
-        raise Exit(result)
-
-    mocker.patch.object(basic.AnsibleModule, "fail_json", fail_json)
-    with patch_module_args({"nvidia_smi": "/opt/none/nvidia-smi"}), pytest.raises(Exit) as exc:
-        gpu_facts.main()
-    assert "nvidia-smi not found (nvidia_smi=/opt/none/nvidia-smi)" in exc.value.result["msg"]
+    result = run_main(gpu_facts.main, {"nvidia_smi": "/opt/none/nvidia-smi"})
+    assert result["failed"] is True
+    assert "nvidia-smi not found (nvidia_smi=/opt/none/nvidia-smi)" in result["msg"]

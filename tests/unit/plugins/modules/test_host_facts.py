@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.glm.fleet.plugins.modules import host_facts
 
+RunMain = Callable[..., dict[str, Any]]
+Reply = tuple[int, str, str]
 SYSTEMD_APT = {
     "ansible_distribution": "Debian",
     "ansible_distribution_version": "12.8",
@@ -18,37 +20,22 @@ SYSTEMD_APT = {
 }
 
 
-class Exit(Exception):
-    def __init__(self, result: dict) -> None:
-        super().__init__(result)
-        self.result = result
-
-
-def run(mocker: Any, module_main: Any, args: dict, busctl: tuple[int, str, str] | None = None) -> dict:
+def run(mocker: Any, run_main: RunMain, module_main: Any, args: dict, busctl: Reply | None = None) -> dict:
     """A module's main() with its exit captured; busctl answered with `busctl` where given."""
     calls: list[list[str]] = []
     real_run_command = basic.AnsibleModule.run_command
 
-    def run_command(self: Any, argv: Any, *a: Any, **kw: Any) -> tuple[int, str, str]:
+    def run_command(self: Any, argv: Any, *a: Any, **kw: Any) -> Reply:
         if isinstance(argv, list) and argv[:1] == ["busctl"]:
             calls.append(argv)
             assert busctl is not None, "busctl asked on a host that is not a GPU node"
             return busctl
         return real_run_command(self, argv, *a, **kw)
 
-    def exit_json(_self: Any, **result: Any) -> None:
-        raise Exit({"failed": False, **result})
-
-    def fail_json(_self: Any, **result: Any) -> None:
-        raise Exit({"failed": True, **result})
-
     mocker.patch.object(basic.AnsibleModule, "run_command", run_command)
-    mocker.patch.object(basic.AnsibleModule, "exit_json", exit_json)
-    mocker.patch.object(basic.AnsibleModule, "fail_json", fail_json)
-    with patch_module_args(args), pytest.raises(Exit) as exc:
-        module_main()
-    exc.value.result["_busctl"] = calls
-    return exc.value.result
+    result = run_main(module_main, args)
+    result["_busctl"] = calls
+    return result
 
 
 def test_busctl_replies_are_read_as_systemd_writes_them() -> None:
@@ -90,11 +77,11 @@ def test_other_hosts_are_not_held_to_systemd_and_apt() -> None:
     assert host_facts.describe(laptop, None).startswith("MacOSX")
 
 
-def test_the_facts_are_those_setup_gives_for_the_same_subset(mocker: Any) -> None:
+def test_the_facts_are_those_setup_gives_for_the_same_subset(mocker: Any, run_main: RunMain) -> None:
     # ansible-test units does not put ansible.modules on the path; pytest tests/unit runs this.
     setup = pytest.importorskip("ansible.modules.setup")
-    ours = run(mocker, host_facts.main, {})
-    theirs = run(mocker, setup.main, {"gather_subset": host_facts.SUBSET})
+    ours = run(mocker, run_main, host_facts.main, {})
+    theirs = run(mocker, run_main, setup.main, {"gather_subset": host_facts.SUBSET})
     assert not ours["failed"]
     assert ours["system_state"] is None
     assert ours["_busctl"] == []  # not a GPU node: systemd is not asked
@@ -110,9 +97,9 @@ def fake_collector(mocker: Any, facts: dict) -> None:
     mocker.patch.object(host_facts.ansible_collector, "get_ansible_collector", return_value=collector)
 
 
-def test_a_gpu_node_is_asked_for_systemds_state_and_passes_when_it_runs(mocker: Any) -> None:
+def test_a_gpu_node_is_asked_for_systemds_state_and_passes_when_it_runs(mocker: Any, run_main: RunMain) -> None:
     fake_collector(mocker, SYSTEMD_APT)
-    result = run(mocker, host_facts.main, {"gpu_node": True}, busctl=(0, 's "running"\n', ""))
+    result = run(mocker, run_main, host_facts.main, {"gpu_node": True}, busctl=(0, 's "running"\n', ""))
     assert not result["failed"]
     assert result["_busctl"] == [host_facts.SYSTEM_STATE]
     assert result["system_state"] == "running"
@@ -120,11 +107,11 @@ def test_a_gpu_node_is_asked_for_systemds_state_and_passes_when_it_runs(mocker: 
     assert result["ansible_facts"] == SYSTEMD_APT
 
 
-def test_a_gpu_node_still_booting_or_without_dbus_fails_with_what_it_found(mocker: Any) -> None:
+def test_a_gpu_node_still_booting_or_without_dbus_fails_with_what_it_found(mocker: Any, run_main: RunMain) -> None:
     fake_collector(mocker, SYSTEMD_APT)
-    booting = run(mocker, host_facts.main, {"gpu_node": True}, busctl=(0, 's "starting"\n', ""))
+    booting = run(mocker, run_main, host_facts.main, {"gpu_node": True}, busctl=(0, 's "starting"\n', ""))
     assert booting["failed"]
     assert "in state starting" in booting["msg"]
-    no_bus = run(mocker, host_facts.main, {"gpu_node": True}, busctl=(1, "", "Failed to connect to bus"))
+    no_bus = run(mocker, run_main, host_facts.main, {"gpu_node": True}, busctl=(1, "", "Failed to connect to bus"))
     assert no_bus["failed"]
     assert "busctl exit 1: Failed to connect to bus" in no_bus["msg"]
