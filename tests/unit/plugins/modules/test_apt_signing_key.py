@@ -17,7 +17,7 @@ import pytest
 from ansible_collections.glm.fleet.plugins.module_utils._signing_key import fingerprints, pinned, refusal, to_write
 from ansible_collections.glm.fleet.plugins.modules import apt_signing_key
 
-RunMain = Callable[..., dict[str, Any]]  # the run_main fixture (conftest.py)
+RunMain = Callable[..., dict[str, Any]]  # the run_main fixture (tests/unit/conftest.py)
 VARIABLE = "nvidia_container_toolkit_gpg_key_fingerprint"
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
