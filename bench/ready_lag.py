@@ -25,6 +25,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "lab"))
+
+import lab  # noqa: E402 - the lab's state directory (GLM_LAB_STATE or .lab)
+
 UNIT = "pareto-glm53-flash"
 SERVED = "zai-org/GLM-5.3-Flash"
 READY_LINE = "ready to roll"
@@ -78,7 +82,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--host", default="gpu-1")
     args = parser.parse_args()
-    state = json.loads((REPO / ".lab" / "state.json").read_text())
+    state = json.loads((lab.STATE_DIR / "state.json").read_text())
     container = next(n["container"] for n in state["nodes"] if n["name"] == args.host)
     lags: dict[str, list[float]] = {"module": [], "baseline": []}
     print(f"{'round':>5}  {'check':<9} {'lag (s)':>8}")
