@@ -2,7 +2,7 @@
 rerun timed, with `ansible all -m ping` on the same lab as the baseline; with --linear, both again
 with Ansible's own linear strategy (ANSIBLE_STRATEGY=linear) instead of ansible.cfg's Mitogen.
 
-    python bench/scale.py [--sizes 2 4 8] [--reruns 3] [--profile] [--linear]
+    python bench/scale.py [--sizes 2 4 8] [--reruns 3] [--profile] [--linear] [--lab-probes]
 
 For each number of GPU nodes (plus the lab's site cache and laptop): the first run's wall time, the
 no-op rerun's wall time (the median of --reruns runs, one after the other), its task-host results
@@ -12,23 +12,41 @@ goal: the 8-node time at most 1.5x the 2-node one). With --profile the largest s
 no-op rerun, untimed, under ansible.posix.profile_tasks, and the ten slowest tasks are printed: what
 limits the no-op run.
 
-Every lab node is a container on this machine, so the controller and all nodes share its cores.
+Every lab node is a container on this machine, so the controller and all nodes share its cores. The
+lab's inventory probes every 2 s (Prometheus' scrapes, the gateway's health checks), so that an
+alert fires within a test; ten containers' exporters answering that often take a fifth of the two
+cores, a load that grows with the lab and that no fleet has. The runs here take the probe intervals
+of the roles' defaults instead (PROBES, read from roles/*/defaults/main.yml); --lab-probes keeps
+the lab's.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import statistics
 import time
 
+import yaml
 from fleet import REPO, lab, playbook, sh, task_hosts
 
 PROFILE_LINE = re.compile(r"^(.+?) -+ (\d+\.\d+)s$", re.M)
 
 
 LINEAR = {"ANSIBLE_STRATEGY": "linear"}  # Ansible's own strategy instead of ansible.cfg's Mitogen
+# The probe intervals the lab's inventory shortens, by role: the runs take the role's default.
+PROBES = {"monitoring": ["monitoring_scrape_interval"], "gateway": ["gateway_health_check_interval_secs"]}
+
+
+def default_probes() -> list[str]:
+    """Extra-vars arguments setting each of PROBES to its role's default (the defaults file owns it)."""
+    values = {}
+    for role, names in PROBES.items():
+        defaults = yaml.safe_load((REPO / "roles" / role / "defaults" / "main.yml").read_text())
+        values.update({name: defaults[name] for name in names})
+    return ["-e", json.dumps(values)]
 
 
 def ping_per_host(hosts: int, env: dict[str, str] | None = None) -> float:
@@ -40,27 +58,29 @@ def ping_per_host(hosts: int, env: dict[str, str] | None = None) -> float:
     return seconds / hosts
 
 
-def one_size(gpu_nodes: int, reruns: int, profile: bool, linear: bool) -> dict[str, float | int | str]:
+def one_size(
+    gpu_nodes: int, reruns: int, profile: bool, linear: bool, extra: list[str]
+) -> dict[str, float | int | str]:
     print(f"bench: fresh lab with {gpu_nodes} GPU nodes, a site cache and a laptop", flush=True)
     state = lab.up(gpu_nodes)
     hosts = len(state["nodes"])
-    first_s, _first_output = playbook("site.yml")
+    first_s, _first_output = playbook("site.yml", *extra)
     noops = []
     for _round in range(reruns):
-        noop_s, out = playbook("site.yml")
+        noop_s, out = playbook("site.yml", *extra)
         noops.append(noop_s)
     results, changed = task_hosts(out)
     if profile:  # after the timed runs: the callback's own cost stays out of them
         os.environ["ANSIBLE_CALLBACKS_ENABLED"] = "ansible.posix.profile_tasks"
         os.environ["PROFILE_TASKS_TASK_OUTPUT_LIMIT"] = "10"
         try:
-            _profiled_s, profiled = playbook("site.yml")
+            _profiled_s, profiled = playbook("site.yml", *extra)
         finally:
             os.environ.pop("ANSIBLE_CALLBACKS_ENABLED", None)
     per_ping = ping_per_host(hosts)
     linear_s, per_ping_linear = float("nan"), float("nan")
     if linear:
-        linear_s, _linear_output = playbook("site.yml", env=LINEAR)
+        linear_s, _linear_output = playbook("site.yml", *extra, env=LINEAR)
         per_ping_linear = ping_per_host(hosts, LINEAR)
     slowest = (
         "\n".join(f"    {m.group(1).strip()}: {m.group(2)} s" for m in PROFILE_LINE.finditer(profiled))
@@ -82,10 +102,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reruns", type=int, default=3, help="no-op reruns per size (the median is reported)")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--linear", action="store_true", help="also time Ansible's own linear strategy")
+    parser.add_argument("--lab-probes", action="store_true", help="keep the lab's 2 s probe intervals")
     args = parser.parse_args(argv)
     os.environ["PATH"] = f"{REPO / '.venv' / 'bin'}:{os.environ['PATH']}"
     sizes = sorted(args.sizes)
-    rows = [one_size(n, args.reruns, args.profile and n == sizes[-1], args.linear) for n in sizes]
+    extra = [] if args.lab_probes else default_probes()
+    print(f"bench: probe intervals {'of the lab inventory' if args.lab_probes else extra[1]}", flush=True)
+    rows = [one_size(n, args.reruns, args.profile and n == sizes[-1], args.linear, extra) for n in sizes]
 
     print(f"\n{'GPU nodes':>9}  {'hosts':>5}  {'first run':>9}  {'no-op':>7}  {'results':>7}  {'changed':>7}"
           f"  {'per task-host':>13}  {'ping/host':>9}  {'ratio':>5}  {'linear no-op':>12}"
