@@ -5,7 +5,12 @@ SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
 .DEFAULT_GOAL := help
 
-PYTHON ?= python3
+# The development venv's Python: the newest ansible-core (requirements.txt) needs 3.12 or newer on the
+# controller. Found on PATH, in /usr/local/bin or under pyenv; PYTHON=... picks another.
+PYTHON_VERSION := 3.13
+PYTHON ?= $(shell tools/find_python.sh $(PYTHON_VERSION))
+# X.Y of the venv's Python, for ansible-test's --python.
+VENV_PYTHON = $(shell $(BIN)/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 VENV := .venv
 BIN := $(CURDIR)/$(VENV)/bin
 export PATH := $(BIN):$(PATH)
@@ -25,7 +30,7 @@ MOLECULE_LONGEST_FIRST := sglang_server gateway nvidia_container_toolkit sglang_
 MOLECULE_SCENARIOS := $(filter $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))),$(MOLECULE_LONGEST_FIRST)) \
   $(filter-out $(MOLECULE_LONGEST_FIRST),$(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))))
 
-.PHONY: help deps venv engine lab lab-up lab-down lab-status site test check lint collection-copy sanity unit molecule molecule-scenarios integration integration-tests build clean bench client-lock docs dashboards ee
+.PHONY: help deps venv engine lab lab-up lab-down lab-status site test check lint collection-copy sanity unit matrix molecule molecule-scenarios integration integration-tests build clean bench client-lock docs dashboards ee
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -38,6 +43,7 @@ deps: ## Debian packages for the lab (docker engine, debootstrap, registry)
 	fi
 
 $(VENV)/.installed: requirements.txt
+	@test -n "$(PYTHON)" || { echo "make: no working Python $(PYTHON_VERSION) (with venv) found; install one or set PYTHON=" >&2; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q -r requirements.txt
 	touch $@
@@ -71,20 +77,26 @@ lint: venv
 
 collection-copy: venv ## a clean copy of the collection under build/, where ansible-test runs
 	rm -rf build/sanity && mkdir -p $(SANITY_ROOT)
-	git ls-files -z --cached --others --exclude-standard | grep -zvE '^(collections|strategy_plugins)/' \
+	git ls-files -z --cached --others --exclude-standard | grep -zvE '^collections/' \
 	  | rsync -a --from0 --files-from=- ./ $(SANITY_ROOT)/
 	cd $(SANITY_ROOT) && git init -q && git add -A  # its own repository: build/ is ignored by ours
 
-sanity: collection-copy ## ansible-test sanity on a clean copy of the collection
+sanity: collection-copy ## ansible-test sanity and antsibull-docs' lint on a clean copy of the collection
 	$(BIN)/python tests/sanity_bootstrap.py
-	start=$$(date +%s); cd $(SANITY_ROOT) && ansible-test sanity --local --python 3.11 --color no; \
+	start=$$(date +%s); cd $(SANITY_ROOT) && ansible-test sanity --local --python $(VENV_PYTHON) --color no; \
 	  echo "make: sanity took $$(( $$(date +%s) - start )) s"
+	cd $(SANITY_ROOT) && antsibull-docs lint-collection-docs --plugin-docs .
 
 # Every unit test with pytest; the plugins' (tests/unit/plugins/, laid out as plugins/) also with
 # ansible-test units, as the collection's users and Ansible's tooling run them.
 unit: collection-copy
 	pytest tests/unit
-	cd $(SANITY_ROOT) && ansible-test units --local --python 3.11 --color no tests/unit/plugins/
+	cd $(SANITY_ROOT) && ansible-test units --local --python $(VENV_PYTHON) --color no tests/unit/plugins/
+
+# The older ansible-core releases of the support matrix (tests/ansible-core-matrix.txt), each in a venv
+# of its own: sanity and unit tests as `make sanity unit` runs them on requirements.txt's, the newest.
+matrix: venv ## sanity and unit tests on every other ansible-core of the support matrix
+	$(BIN)/python tools/core_matrix.py
 
 molecule: engine ## every molecule scenario (systemd containers from the lab image)
 	$(BIN)/python tests/lab/lab.py image
@@ -125,8 +137,9 @@ integration-tests: venv
 # Grafana); `monitoring`, which finds the fleet's dashboard in the Grafana stand-in as
 # site.yml left it and changes nothing there, beside the tests that follow the serving tests (they
 # inject faults into the Hub stand-in and read Grafana's dashboards); the others beside the serving
-# tests (which read no state of the lab's shared services). The benchmark runs alone, last. A
-# part's output is printed whole when it ends.
+# tests (which read no state of the lab's shared services). The older ansible-core releases' sanity
+# and unit tests (`make matrix`) run beside the last stage, the lightest. The benchmark runs alone,
+# last. A part's output is printed whole when it ends.
 MOLECULE_BESIDE_FLEET := $(filter nvidia_container_toolkit gateway claude_code preflight,$(MOLECULE_SCENARIOS))
 MOLECULE_BESIDE_REST := $(filter monitoring,$(MOLECULE_SCENARIOS))
 MOLECULE_BESIDE_SERVING := $(filter-out $(MOLECULE_BESIDE_FLEET) $(MOLECULE_BESIDE_REST),$(MOLECULE_SCENARIOS))
@@ -137,7 +150,7 @@ test: deps venv ## every check (CI runs this)
 	$(MAKE) --no-print-directory --jobs 4 --output-sync=target check lab-up
 	$(BESIDE) SCENARIOS="$(MOLECULE_BESIDE_FLEET)" TESTS="$(INTEGRATION_FLEET)"
 	$(BESIDE) SCENARIOS="$(MOLECULE_BESIDE_SERVING)" TESTS="$(INTEGRATION_SERVING)"
-	$(BESIDE) SCENARIOS="$(MOLECULE_BESIDE_REST)" TESTS="$(filter-out test_bench,$(INTEGRATION_REST))"
+	$(MAKE) --no-print-directory --jobs 3 --output-sync=target molecule-scenarios integration-tests matrix SCENARIOS="$(MOLECULE_BESIDE_REST)" TESTS="$(filter-out test_bench,$(INTEGRATION_REST))"
 	$(call PYTEST_INTEGRATION,test_bench)
 	$(BIN)/python tests/lab/lab.py down
 
@@ -155,7 +168,7 @@ bench: venv engine ## benchmark tables on fresh labs (fleet, gateway, ready-dete
 	$(BIN)/python bench/fleet.py --gpu-nodes 4 --shard-mib 256
 	$(BIN)/python bench/gateway.py
 	$(BIN)/python bench/ready_lag.py --rounds 5
-	$(BIN)/python bench/scale.py --sizes 2 4 8 --profile
+	$(BIN)/python bench/scale.py --sizes 2 4 8 --profile --mitogen
 
 docs: venv ## regenerate docs/variables.md from the roles' argument specs
 	$(BIN)/python tools/variables_doc.py

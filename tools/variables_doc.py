@@ -18,23 +18,34 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 OUTPUT = REPO / "docs" / "variables.md"
-MARKUP = re.compile(r"\b([CIMOV])\(([^)]*)\)")
+MARKUP = re.compile(r"\b([CIMORV])\(([^)]*)\)")
 # The deployment first (the others derive from it), then the roles in site.yml's order.
 ORDER = ["deployment", "preflight", "nvidia_container_toolkit", "site_cache", "model_weights", "sglang_image",
          "sglang_server", "claude_code"]  # fmt: skip
 
 
+def markup(match: re.Match[str]) -> str:
+    """Ansible's markup as Markdown: I() in italics, R(text,label) as its text, the others as code."""
+    kind, body = match.group(1), match.group(2)
+    if kind == "I":
+        return f"*{body}*"
+    return f"`{body.split(',', 1)[0] if kind == 'R' else body}`"
+
+
 def plain(text: object) -> str:
     if isinstance(text, list):
         text = " ".join(str(t) for t in text)
-    text = MARKUP.sub(lambda m: f"*{m.group(2)}*" if m.group(1) == "I" else f"`{m.group(2)}`", str(text))
+    text = MARKUP.sub(markup, str(text))
     return " ".join(text.split()).replace("|", "\\|")
 
 
-def shown_default(option: dict) -> str:
-    if "default" not in option:
+def shown_default(option: dict, derived: object = None) -> str:
+    """The spec's default; for an option whose default is derived (a template in the role's
+    defaults/main.yml that the spec describes in words, as a typed default cannot be a template),
+    that template."""
+    if "default" not in option and derived is None:
         return "(required)" if option.get("required") else ""
-    value = option["default"]
+    value = option.get("default", derived)
     text = value if isinstance(value, str) else json.dumps(value)
     if len(text) > 100:
         return "see `defaults/main.yml`"
@@ -56,6 +67,8 @@ def render() -> str:
     ]
     for role in roles():
         specs = yaml.safe_load((REPO / "roles" / role / "meta" / "argument_specs.yml").read_text())["argument_specs"]
+        defaults_file = REPO / "roles" / role / "defaults" / "main.yml"
+        defaults = (yaml.safe_load(defaults_file.read_text()) or {}) if defaults_file.exists() else {}
         for entry, spec in specs.items():
             title = f"glm.fleet.{role}" + ("" if entry == "main" else f" (`tasks_from: {entry}`)")
             out += [f"## {title}", "", plain(spec.get("short_description", "")), ""]
@@ -69,7 +82,8 @@ def render() -> str:
             out += ["| Variable | Type | Default | Meaning |", "| --- | --- | --- | --- |"]
             for name, option in options.items():
                 meaning = plain(option.get("description", ""))
-                out.append(f"| `{name}` | {option.get('type', 'str')} | {shown_default(option)} | {meaning} |")
+                default = shown_default(option, defaults.get(name))
+                out.append(f"| `{name}` | {option.get('type', 'str')} | {default} | {meaning} |")
             out.append("")
     return "\n".join(out).rstrip() + "\n"
 

@@ -65,8 +65,7 @@ class ActionModule(ActionBase):
             results=results,
             systemd=systemd,
             reasons=reasons,
-            add_group=plan.rollout_group if reasons else plan.steady_group,
-            parent_groups=["all"],
+            join_group=plan.rollout_group if reasons else plan.steady_group,
             msg="; ".join(reasons) or "every server runs as configured and serves",
         )
         return result

@@ -109,16 +109,18 @@ class ActionModule(ActionBase):
 
     @staticmethod
     def grouping(result: dict, group: str, stages: list[_stages.Stage] | None) -> None:
-        """A check's groups, as group_by would add them: the stages due (with stages), or the group."""
+        """A check's groups, for ansible.builtin.group_by to join (join_group under join_parents): the
+        stages due (with stages), or the group. The task's next one joins them: an action's result
+        does not add a group on every ansible-core (2.21 reads only group_by's own)."""
         stale = result.get("stale") or {}
         if stages:
             reasons = _stages.due(stages, stale)
-            result["add_group"], result["parent_groups"] = _stages.dynamic_group(group, stages, reasons)
+            result["join_group"], result["join_parents"] = _stages.dynamic_group(group, stages, reasons)
             result["stages"] = reasons
             result["msg"] = "; ".join(f"{name}: {why}" for name, why in reasons.items()) or "every receipt stands"
             return
-        result["add_group"] = group if stale else f"{group}_current"
-        result["parent_groups"] = ["all"]
+        result["join_group"] = group if stale else f"{group}_current"
+        result["join_parents"] = ["all"]
         result["msg"] = "; ".join(f"{role}: {why}" for role, why in stale.items()) or "every role's receipt stands"
 
     def run(self, tmp: str | None = None, task_vars: dict | None = None) -> dict:

@@ -14,7 +14,7 @@ DOCUMENTATION = r"""
 ---
 name: bench_problems
 short_description: The problems of glm.fleet.bench_serving's settings, each naming its variable and value
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Checks the levels of concurrency (whole numbers 1-4096, none twice), the lengths (whole numbers, input plus
     output within the fleet's context length), the requests per client, the prices and the per-user speed (positive

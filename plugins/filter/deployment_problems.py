@@ -16,9 +16,10 @@ name: deployment_problems
 short_description: The problems of a deployment's settings, naming each variable and its value
 version_added: 0.1.0
 description:
-  - Checks the variables of M(glm.fleet.deployment) with full matches, the same grammars the modules
-    use (an image reference pinned by digest as M(glm.fleet.image_pull) parses it, a 40-hex revision
-    and an C(ORG/NAME) repository as M(glm.fleet.hf_snapshot) does).
+  - Checks the variables of R(glm.fleet.deployment,ansible_collections.glm.fleet.deployment_role) with
+    full matches, the same grammars the modules use (an image reference pinned by digest as
+    M(glm.fleet.image_pull) parses it, a 40-hex revision and an C(ORG/NAME) repository as
+    M(glm.fleet.hf_snapshot) does).
   - Each message names the variable and shows the value JSON-escaped, so a line break is visible.
 author:
   - glm.fleet contributors (@glm-fleet)

@@ -16,8 +16,9 @@ name: server_instance_problems
 short_description: The problems of a node's sglang_server_instances, naming each instance and value
 version_added: 0.1.0
 description:
-  - Checks the servers one GPU node runs (C(sglang_server_instances) of M(glm.fleet.sglang_server)),
-    each a mapping with exactly C(name), C(gpus) and C(port).
+  - Checks the servers one GPU node runs (C(sglang_server_instances) of
+    R(glm.fleet.sglang_server,ansible_collections.glm.fleet.sglang_server_role)), each a mapping with
+    exactly C(name), C(gpus) and C(port).
   - "Refused: a name that is not a container name, a name or port used twice, a GPU in two
     instances, an instance with fewer GPUs than the tensor-parallel size, a GPU index the node does
     not have, two names whose port-guard chains (C(GLM-) and the first 24 characters) collide."

@@ -85,7 +85,9 @@ def environment(base: Mapping[str, str], api_key: str | None, ca_file: str | Non
 def run(aiperf: str, config_file: str, env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
     """`aiperf profile --config <file>`; its exit status is 1 when every request failed, which the
     records say better, so the caller reads them whatever the status."""
-    return subprocess.run(
+    # Not AnsibleModule.run_command: AIPerf gets an environment of its own (env), not the module's plus
+    # additions, so that no variable of the caller's that names the key reaches it.
+    return subprocess.run(  # pylint: disable=ansible-bad-function
         [aiperf, "profile", "--config", config_file], env=dict(env), capture_output=True, text=True, check=False
     )
 

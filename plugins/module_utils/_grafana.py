@@ -11,6 +11,7 @@ looked up first (GET /api/datasources) and a missing one refused before anything
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any, Mapping, Sequence
 
 SERVER_FIELDS = ("id", "version")
@@ -45,6 +46,22 @@ def differs(current: Mapping[str, Any] | None, desired: Mapping[str, Any], folde
         return True
     stored = {k: v for k, v in current.get("dashboard", {}).items() if k not in SERVER_FIELDS}
     return stored != desired or (current.get("meta", {}).get("folderUid") or "") != folder_uid
+
+
+def dashboard_diff(current: Mapping[str, Any] | None, desired: Mapping[str, Any], folder_uid: str) -> dict[str, str]:
+    """What saving the dashboard changes, for --diff: Grafana's copy and the desired dashboard as
+    sorted JSON (the fields Grafana sets itself left out), each with its folder."""
+
+    def shown(dashboard: Mapping[str, Any], folder: str) -> str:
+        return json.dumps({"folderUid": folder, "dashboard": dashboard}, indent=2, sort_keys=True) + "\n"
+
+    title = str(desired.get("title") or desired.get("uid") or "dashboard")
+    if current is None:
+        before, header = "", f"{title} (absent)"
+    else:
+        stored = {k: v for k, v in current.get("dashboard", {}).items() if k not in SERVER_FIELDS}
+        before, header = shown(stored, current.get("meta", {}).get("folderUid") or ""), title
+    return {"before_header": header, "after_header": title, "before": before, "after": shown(desired, folder_uid)}
 
 
 def save_body(desired: Mapping[str, Any], folder_uid: str) -> dict[str, Any]:

@@ -135,7 +135,9 @@ def parse_child(stdout: str, stderr: str, rc: int, what: str) -> dict:
 def hub_tree(
     *, python: str, repo_id: str, revision: str, cache_dir: Path, env: dict[str, str], timeout: float
 ) -> list[Entry]:
-    proc = subprocess.run(
+    # Not AnsibleModule.run_command: the child gets an environment of its own (env, not the module's
+    # plus additions) and a timeout, which run_command has not.
+    proc = subprocess.run(  # pylint: disable=ansible-bad-function
         [python, "-c", CHILD, "tree", repo_id, revision, str(cache_dir)],
         capture_output=True,
         text=True,
@@ -149,7 +151,9 @@ def hub_tree(
 
 def start_child(cmd: list[str], env: dict[str, str]) -> subprocess.Popen:
     """Start a download child in its own session (so the watchdog can kill its whole group)."""
-    return subprocess.Popen(
+    # Not AnsibleModule.run_command: the watchdog reads progress while the child runs, and kills its
+    # whole process group on a stall.
+    return subprocess.Popen(  # pylint: disable=ansible-bad-function
         cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
     )
 

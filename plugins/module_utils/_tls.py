@@ -147,6 +147,22 @@ def _names_problem(cert: x509.Certificate, names: list[str]) -> str | None:
     return None
 
 
+def cert_summary(cert_pem: bytes) -> str:
+    """A certificate in one line, for --diff: its subject, names and expiry."""
+    try:
+        cert = x509.load_pem_x509_certificate(cert_pem)
+    except ValueError:
+        return "not a PEM certificate"
+    try:
+        sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        names = [str(v) for v in sans.get_values_for_type(x509.DNSName)]
+        names += [str(v) for v in sans.get_values_for_type(x509.IPAddress)]
+    except x509.ExtensionNotFound:
+        names = []
+    shown = f", names {', '.join(names)}" if names else ""
+    return f"certificate {cert.subject.rfc4514_string()}{shown}, expires {cert.not_valid_after_utc:%Y-%m-%d}"
+
+
 def pair_problem(cert_pem: bytes, key_pem: bytes) -> str | None:
     """Whether a given certificate and key belong together (a site CA's certificate from variables)."""
     try:

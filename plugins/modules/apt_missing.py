@@ -29,11 +29,8 @@ options:
     required: true
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - glm.fleet.attributes
 attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
   platform:
     platforms: debian
 """

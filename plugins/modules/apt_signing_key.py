@@ -49,14 +49,15 @@ requirements:
   - gpg
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - glm.fleet.attributes
 attributes:
   check_mode:
     support: full
     details: Fetches and checks the key, and reports what it would write.
   diff_mode:
-    support: none
-  platform:
-    platforms: posix
+    support: full
+    details: Each file it writes (would write, in check mode); the armored key as text, the keyring by its size and
+      sha256.
 """
 
 EXAMPLES = r"""
@@ -88,7 +89,7 @@ import tempfile
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import fetch_url
 
-from ansible_collections.glm.fleet.plugins.module_utils._files import read, write_private
+from ansible_collections.glm.fleet.plugins.module_utils._files import file_diff, read, write_private
 from ansible_collections.glm.fleet.plugins.module_utils._signing_key import fingerprints, refusal, to_write
 
 
@@ -144,12 +145,14 @@ def main() -> None:
     finally:
         shutil.rmtree(home, ignore_errors=True)
     files = {p["dest"]: armored, p["keyring"]: binary}
-    written = to_write(files, {path: read(path) for path in files})
+    current = {path: read(path) for path in files}
+    written = to_write(files, current)
     if not module.check_mode:
         for path in written:
             make_dirs(os.path.dirname(path))
             write_private(path, files[path], 0o644)  # apt's unprivileged fetcher reads the keyring
-    module.exit_json(changed=bool(written), fingerprint=found[0], written=written)
+    diff = [file_diff(path, current[path], files[path]) for path in written] if module._diff else None
+    module.exit_json(changed=bool(written), fingerprint=found[0], written=written, **({"diff": diff} if diff else {}))
 
 
 if __name__ == "__main__":

@@ -38,14 +38,11 @@ options:
     default: job
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - glm.fleet.attributes
 attributes:
   check_mode:
     support: none
     details: There is no job to wait for in check mode; skip the task there.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 """
 
 EXAMPLES = r"""

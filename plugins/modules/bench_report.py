@@ -8,7 +8,7 @@ DOCUMENTATION = r"""
 ---
 module: bench_report
 short_description: Write a serving benchmark's report, with the recipe's comparison and the cost per token
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - From the levels glm.fleet.serving_bench measured, writes C(bench-serving.json),
     C(bench-serving.md) and C(bench-serving.png) in O(dest) - the throughput against tok/s per
@@ -75,6 +75,7 @@ options:
     required: true
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - glm.fleet.attributes
 attributes:
   check_mode:
     support: full

@@ -41,13 +41,11 @@ options:
     default: false
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - glm.fleet.attributes
 attributes:
-  check_mode:
-    support: full
   diff_mode:
-    support: none
-  platform:
-    platforms: posix
+    support: full
+    details: Each file that changes (would change, in check mode), by its size only, as the files may hold secrets.
 """
 
 EXAMPLES = r"""
@@ -82,7 +80,7 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.glm.fleet.plugins.module_utils._files import read, write_private
+from ansible_collections.glm.fleet.plugins.module_utils._files import file_diff, read, write_private
 
 MANIFEST = "manifest.json"
 
@@ -152,6 +150,16 @@ def restore(dest: str, check: bool) -> list[dict[str, Any]]:
     return files
 
 
+def states(dest: str, restoring: bool, paths: list[str]) -> dict[str, tuple[bytes | None, bytes | None]]:
+    """For --diff, per path, what the change replaces and what it writes: with state=restored the
+    file now and the snapshot's copy; with state=saved the snapshot's copy and the file now."""
+    if restoring:
+        manifest = read_manifest(dest) or {}
+        return {path: (read(path), read(os.path.join(dest, stored_name(path))) if entry.get("present") else None)
+                for path, entry in manifest.items()}  # fmt: skip
+    return {path: (read(os.path.join(dest, stored_name(path))), read(path)) for path in paths}
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
@@ -169,11 +177,18 @@ def main() -> None:
     restoring = module.params["state"] == "restored"
     if restoring and module.params["missing_ok"] and read_manifest(dest) is None:
         module.exit_json(changed=False, restored=False, files=[])
+    before = states(dest, restoring, paths) if module._diff else {}
     try:
         files = restore(dest, module.check_mode) if restoring else save(paths, dest, module.check_mode)
     except (OSError, ValueError) as err:
         module.fail_json(msg=str(err))
-    module.exit_json(changed=any(f["changed"] for f in files), restored=restoring, files=files)
+    # The files may hold secrets (a server's environment file holds its API key): sizes, not contents.
+    diff = [
+        file_diff(f["path"], *before[f["path"]], secret=True) for f in files if f["changed"] and f["path"] in before
+    ]
+    module.exit_json(
+        changed=any(f["changed"] for f in files), restored=restoring, files=files, **({"diff": diff} if diff else {})
+    )
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ DOCUMENTATION = r"""
 ---
 module: grafana_dashboard
 short_description: Provision a dashboard into a Grafana, on a datasource that must exist there
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Looks up O(datasource_uid) among the Grafana's datasources and, if given, O(folder_uid) among its
     folders, and fails before writing anything when either is missing or the datasource is not
@@ -45,13 +45,14 @@ options:
     default: true
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - glm.fleet.attributes
 attributes:
   check_mode:
     support: full
     details: Looks everything up and reports whether the dashboard would be saved.
   diff_mode:
-    support: none
-    details: No diff.
+    support: full
+    details: Grafana's copy of the dashboard and the one it saves (would save), as sorted JSON with their folder.
   platform:
     platforms: posix
     description: Runs on a host that reaches Grafana.
@@ -89,6 +90,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
 
 from ansible_collections.glm.fleet.plugins.module_utils._grafana import (
+    dashboard_diff,
     datasource_problem,
     differs,
     save_body,
@@ -154,12 +156,13 @@ def main() -> None:
             module.exit_json(
                 changed=False, url=current["meta"].get("url", ""), version=current["dashboard"].get("version")
             )
+        diff = {"diff": dashboard_diff(current, desired, p["folder_uid"])} if module._diff else {}
         if module.check_mode:
-            module.exit_json(changed=True, url="", version=None)
+            module.exit_json(changed=True, url="", version=None, **diff)
         status, saved = grafana.call("POST", "/api/dashboards/db", save_body(desired, p["folder_uid"]))
         if status != 200:
             module.fail_json(msg=f"Grafana at {p['url']}: saving the dashboard answered {status}: {saved}")
-        module.exit_json(changed=True, url=saved.get("url", ""), version=saved.get("version"))
+        module.exit_json(changed=True, url=saved.get("url", ""), version=saved.get("version"), **diff)
     except (OSError, ValueError) as err:
         module.fail_json(msg=f"Grafana at {p['url']}: {err}")
 

@@ -131,14 +131,11 @@ options:
     default: 2
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - glm.fleet.attributes
 attributes:
   check_mode:
     support: full
     details: The plan step runs in check mode and reports what would be fetched; nothing is downloaded.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
   idempotent:
     description: A complete, verified snapshot is left alone.
     support: full

@@ -28,10 +28,9 @@ options:
     default: false
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - glm.fleet.attributes
   - ansible.builtin.action_common_attributes.facts
 attributes:
-  check_mode:
-    support: full
   diff_mode:
     support: none
     details: The module changes nothing.

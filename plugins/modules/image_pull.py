@@ -82,14 +82,11 @@ options:
     default: 5
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - glm.fleet.attributes
 attributes:
   check_mode:
     support: full
     details: Reports whether a pull or prune would happen; pulls nothing.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
   idempotent:
     description: An image already present with the pinned digest is left alone.
     support: full

@@ -35,14 +35,11 @@ options:
     default: 3600
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - glm.fleet.attributes
 attributes:
   check_mode:
     support: full
     details: Reads the manifests and lists the blobs that would be fetched; fetches none.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
   idempotent:
     description: Blobs already stored are not asked for again.
     support: full

@@ -13,9 +13,9 @@ description:
   - The live half of the server stage's plan (roles/sglang_server/tasks/plan.yml) in one task. For the
     servers whose unit, keys and environment would not change, reads systemd's view of their units
     (C(systemctl show)) and runs one round of M(glm.fleet.sglang_health) on each, with no wait; then
-    works out the reasons for the rolling restart (the filter C(glm.fleet.rollout_reasons)) and adds the
-    node to O(rollout_group) when there is one, else to O(steady_group), as C(ansible.builtin.group_by)
-    would.
+    works out the reasons for the rolling restart (the filter C(glm.fleet.rollout_reasons)) and names the
+    group the node joins, O(rollout_group) when there is one, else O(steady_group) (RV(join_group)), for
+    an M(ansible.builtin.group_by) task to join.
   - Read-only, also in check mode. A server that does not serve is a reason, not a failure.
   - Runs as an action plugin on the controller, which runs the two reads as modules on the node; this
     file only documents it.
@@ -55,11 +55,8 @@ options:
     required: true
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - glm.fleet.attributes
 attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
   platform:
     platforms: debian
 """
@@ -74,9 +71,18 @@ EXAMPLES = r"""
     rollout_group: glm_fleet_sglang_rollout
     steady_group: glm_fleet_sglang_steady
   register: sglang_server_report
+
+- name: Send the node to the rolling restart, or leave it serving
+  ansible.builtin.group_by:
+    key: "{{ sglang_server_report.join_group }}"
 """
 
 RETURN = r"""
+join_group:
+  description: The group the node joins, O(rollout_group) or O(steady_group).
+  returned: success
+  type: str
+  sample: glm_fleet_sglang_steady
 results:
   description:
     - One per server probed (those not in O(changed)), in order, each with its C(__sglang_server_instance),

@@ -8,7 +8,7 @@ DOCUMENTATION = r"""
 ---
 module: serving_bench
 short_description: Measure what an SGLang fleet serves over a sweep of concurrent streaming users
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - For each level of O(concurrency), keeps that many clients busy with streamed chat completions
     (C(/v1/chat/completions)) of O(input_tokens) in and exactly O(output_tokens) out (SGLang's
@@ -88,6 +88,7 @@ options:
     type: path
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - glm.fleet.attributes
 attributes:
   check_mode:
     support: full

@@ -59,6 +59,7 @@ options:
     default: 30
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - glm.fleet.attributes
 attributes:
   check_mode:
     support: full

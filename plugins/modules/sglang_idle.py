@@ -40,13 +40,7 @@ options:
     default: 1.0
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
+  - glm.fleet.attributes
 """
 
 EXAMPLES = r"""

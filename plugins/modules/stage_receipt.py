@@ -27,8 +27,9 @@ description:
     C({group, roles, secrets}) in the order a run takes them, and a C(group) every host read joins. Then one
     read covers several stages, and the host joins the group of each stage due, that is whose receipts do not
     all stand, and of every stage after one due, since those run on what it may change; with none due, the
-    group C(<group>_current). A stage with C(secrets=true) compares its receipts with the secrets among its
-    settings, as its role records them.
+    group C(<group>_current). The action names the group (RV(join_group), under RV(join_parents)); an
+    M(ansible.builtin.group_by) task joins it. A stage with C(secrets=true) compares its receipts with the
+    secrets among its settings, as its role records them.
 author:
   - glm.fleet contributors (@glm-fleet)
 options:
@@ -62,11 +63,8 @@ options:
         type: dict
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - glm.fleet.attributes
 attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
   platform:
     platforms: debian
 """
@@ -83,6 +81,17 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+join_group:
+  description: With O(state=check) and the action's C(group), the group the host joins.
+  returned: when the action is given C(group)
+  type: str
+  sample: glm_fleet_stages_read_0_2
+join_parents:
+  description: The groups RV(join_group) is a child of (with C(stages), the groups of the stages due).
+  returned: when the action is given C(group)
+  type: list
+  elements: str
+  sample: [glm_fleet_stages_read, glm_fleet_stage_artifacts, glm_fleet_stage_server]
 stale:
   description: With O(state=check), why each stale receipt does not stand, by name; empty when every receipt stands.
   returned: success

@@ -47,13 +47,11 @@ options:
     default: 397
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - glm.fleet.attributes
 attributes:
-  check_mode:
-    support: full
   diff_mode:
-    support: none
-  platform:
-    platforms: posix
+    support: full
+    details: The CA directory's files before and after, a line each; keys by their presence only.
   idempotent:
     description: A fit certificate is left as it is.
     support: full
@@ -117,6 +115,29 @@ def plan(params: dict) -> tuple[dict[str, str], list[str]]:
     return paths, todo
 
 
+def diff(params: dict, paths: dict[str, str], todo: list[str]) -> dict[str, str]:
+    """For --diff, the CA directory's four files before and after, a line each: a key by its presence
+    only (never its bytes), a certificate by its subject, names and expiry."""
+    due = {item.split(":", 1)[0] for item in todo}
+    new = {
+        "ca_key": "a new private key (not shown)",
+        "ca_cert": f"a new CA certificate CN={params['ca_name']}, valid {params['ca_days']} days",
+        "key": "a new private key (not shown)",
+        "cert": f"a new certificate signed by the site CA, names {', '.join(params['names'])}"
+        f", valid {params['days']} days",
+    }
+
+    def now(what: str) -> str:
+        data = read(paths[what])
+        if data is None:
+            return "absent"
+        return "a private key (not shown)" if what.endswith("key") else _tls.cert_summary(data)
+
+    before = "".join(f"{paths[w]}: {now(w)}\n" for w in new)
+    after = "".join(f"{paths[w]}: {new[w] if w in due else now(w)}\n" for w in new)
+    return {"before_header": params["ca_dir"], "after_header": params["ca_dir"], "before": before, "after": after}
+
+
 def apply(params: dict, paths: dict[str, str]) -> None:
     os.makedirs(params["ca_dir"], mode=0o700, exist_ok=True)
     os.chmod(params["ca_dir"], 0o700)
@@ -153,9 +174,12 @@ def main() -> None:
     if not params["names"]:
         module.fail_json(msg="names must list the server's host names or addresses")
     paths, todo = plan(params)
+    shown = {"diff": diff(params, paths, todo)} if todo and module._diff else {}
     if todo and not module.check_mode:
         apply(params, paths)
-    module.exit_json(changed=bool(todo), created=todo, ca_cert=paths["ca_cert"], cert=paths["cert"], key=paths["key"])
+    module.exit_json(
+        changed=bool(todo), created=todo, ca_cert=paths["ca_cert"], cert=paths["cert"], key=paths["key"], **shown
+    )
 
 
 if __name__ == "__main__":

@@ -89,6 +89,13 @@ def options(root: Path, role: str) -> dict[str, dict]:
     return out
 
 
+def defaults(root: Path, role: str) -> dict[str, object]:
+    """The role's defaults/main.yml: the owner of each default. The spec repeats each one but those
+    it describes in words (a number derived from another variable cannot be a typed default)."""
+    path = root / "roles" / role / "defaults" / "main.yml"
+    return (load_yaml(path) or {}) if path.is_file() else {}
+
+
 def code_digest(root: Path, roles: list[str]) -> str:
     """sha256 over the roles' files and the collection's plugins, path and bytes."""
     digest = hashlib.sha256()
@@ -109,9 +116,10 @@ def settings(
     default)` gives the host's value of an option (its default when nothing sets it), templated."""
     out: dict[str, object] = {}
     for role in roles:
+        owned = defaults(root, role)
         for name, spec in sorted(options(root, role).items()):
             if secrets or not (spec or {}).get("no_log"):
-                out[name] = value(name, (spec or {}).get("default"))
+                out[name] = value(name, (spec or {}).get("default", owned.get(name)))
     return out
 
 

@@ -72,9 +72,9 @@ def due(stages: Sequence[Stage], stale: Mapping[str, str]) -> dict[str, str]:
 
 
 def dynamic_group(read: str, stages: Sequence[Stage], reasons: Mapping[str, str]) -> tuple[str, list[str]]:
-    """(group, parents) for add_group: every host read joins a group under `read`: `<read>_current` when
-    no stage is due, else one under each due stage's group as well (`groups[<group>]` counts the hosts
-    of its child groups)."""
+    """(group, parents) for ansible.builtin.group_by: every host read joins a group under `read`:
+    `<read>_current` when no stage is due, else one under each due stage's group as well
+    (`groups[<group>]` counts the hosts of its child groups)."""
     indices = [str(i) for i, stage in enumerate(stages) if stage.group in reasons]
     if not indices:
         return f"{read}_current", [read]

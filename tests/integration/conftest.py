@@ -75,14 +75,23 @@ def leaks(text: str, secrets: dict[str, str]) -> list[str]:
     return found
 
 
+DEPRECATION = re.compile(r"^\[DEPRECATION WARNING\]:.*$", re.MULTILINE)
+
+
 def assert_no_secret(run: ansible_runner.Runner) -> ansible_runner.Runner:
     """Every run's output and events are scanned for every lab secret; a leak fails the test
-    (naming the secret, never printing it)."""
+    (naming the secret, never printing it). A deprecation warning in the output fails it too: what
+    a run of ours uses goes away in a later ansible-core."""
     text = (run.stdout.read() if run.stdout else "") + "\n" + json.dumps(list(run.events))
     if run.stdout:
         run.stdout.seek(0)
     found = leaks(text, lab_secrets())
     assert not found, f"secrets in Ansible's output: {', '.join(found)}"
+    deprecations = sorted(set(DEPRECATION.findall(text)))
+    for event in run.events:
+        res = event.get("event_data", {}).get("res", {})
+        deprecations += [str(d) for d in res.get("deprecations", [])] if isinstance(res, dict) else []
+    assert not deprecations, "deprecation warnings in Ansible's output:\n" + "\n".join(deprecations)
     return run
 
 
@@ -119,8 +128,8 @@ class Runner:
 def ended(run: ansible_runner.Runner) -> ansible_runner.Runner:
     """A run that ansible-runner stopped at its timeout: it kills ansible-playbook's process group,
     but the workers ansible-core forks start sessions of their own, and one that waits on a module
-    through Mitogen waits for ever once the run is gone. Any process still running the run's command
-    line is killed."""
+    (through Mitogen, where a site turns it on) can wait for ever once the run is gone. Any process
+    still running the run's command line is killed."""
     if run.status not in ("timeout", "canceled"):
         return run
     argv = json.loads((Path(run.config.artifact_dir) / "command").read_text())["command"]

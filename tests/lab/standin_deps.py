@@ -27,6 +27,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+# The stand-in runs on the lab image's Python (Debian 12's), whichever Python the controller has.
+STANDIN_PYTHON = "3.11"
+
 
 @dataclass(frozen=True)
 class Wheel:
@@ -80,14 +83,17 @@ def wheel(spec: Wheel, cache: Path) -> bytes:
     path = cache / spec.filename
     with _locked(cache):
         if not path.exists():
-            platform = (
-                ["--platform", "manylinux2014_x86_64", "--python-version", "3.11"] if "abi3" in spec.filename else []
-            )
+            # The file the pin names, whatever Python runs this: the stand-in's (the lab image's
+            # Debian 12 Python 3.11), not the controller's.
             subprocess.run(
                 [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary", ":all:",
-                 *platform, "-d", str(cache), spec.requirement],
+                 "--platform", "manylinux_2_34_x86_64", "--platform", "manylinux2014_x86_64",
+                 "--python-version", STANDIN_PYTHON,
+                 "--implementation", "cp", "-d", str(cache), spec.requirement],
                 check=True,
             )  # fmt: skip
+            if not path.exists():
+                raise RuntimeError(f"pip download {spec.requirement} did not write the pinned {spec.filename}")
         data = path.read_bytes()
         if _sha256(data) != spec.sha256:
             path.unlink()

@@ -84,8 +84,8 @@ RunMain = Callable[..., dict[str, Any]]
 
 @pytest.fixture
 def run_main(mocker: Any) -> RunMain:
-    """run_main(main, args, check_mode=False): the module's exit_json or fail_json as a dict, with
-    `failed` set by which one it called."""
+    """run_main(main, args, check_mode=False, diff=False): the module's exit_json or fail_json as a
+    dict, with `failed` set by which one it called."""
 
     def leave(_self: Any, **result: Any) -> None:
         raise ModuleExit({"failed": False, **result})
@@ -96,8 +96,11 @@ def run_main(mocker: Any) -> RunMain:
     mocker.patch.object(basic.AnsibleModule, "exit_json", leave)
     mocker.patch.object(basic.AnsibleModule, "fail_json", fail)
 
-    def run(main: Callable[[], None], args: dict[str, Any], *, check_mode: bool = False) -> dict[str, Any]:
-        with patch_module_args({**args, "_ansible_check_mode": check_mode}), pytest.raises(ModuleExit) as exc:
+    def run(
+        main: Callable[[], None], args: dict[str, Any], *, check_mode: bool = False, diff: bool = False
+    ) -> dict[str, Any]:
+        internal = {"_ansible_check_mode": check_mode, "_ansible_diff": diff}
+        with patch_module_args({**args, **internal}), pytest.raises(ModuleExit) as exc:
             main()
         return exc.value.result
 

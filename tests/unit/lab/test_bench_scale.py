@@ -27,3 +27,11 @@ def test_default_probes_are_the_role_defaults_that_the_lab_inventory_shortens() 
         for name in names:
             assert probes[name] == defaults[name]
             assert lab_vars[name] != defaults[name], f"the lab inventory no longer shortens {name}"
+
+
+def test_the_mitogen_figures_turn_on_the_strategy_the_mitogen_package_ships() -> None:
+    """What docs/architecture.md tells a site to set, with no strategy plugin of ours."""
+    env = scale.mitogen()
+    assert env["ANSIBLE_STRATEGY"] == "mitogen_linear"
+    assert (Path(env["ANSIBLE_STRATEGY_PLUGINS"]) / "mitogen_linear.py").is_file()
+    assert "site-packages" in env["ANSIBLE_STRATEGY_PLUGINS"]

@@ -735,7 +735,8 @@ def main(argv: list[str]) -> int:
     server.daemon_threads = True
     print(f"[glm.fleet lab stand-in] sglang {VERSION}: loading {args.model_path} from {snapshot}", flush=True)
     # sglang 0.5.23 entrypoints/engine.py: logger.info(f"server_args={...}"), keys included
-    print(f"server_args={ {k: v for k, v in vars(args).items() if k != 'config'} }", flush=True)
+    shown = {k: v for k, v in vars(args).items() if k != "config"}
+    print(f"server_args={shown}", flush=True)
 
     def stop(_signum: int, _frame: object) -> None:
         print("Received SIGTERM, shutting down.", flush=True)

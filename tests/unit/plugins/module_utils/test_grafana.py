@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
 from ansible_collections.glm.fleet.plugins.module_utils._grafana import (
+    dashboard_diff,
     datasource_problem,
     differs,
     save_body,
@@ -55,3 +58,17 @@ def test_the_save_overwrites_by_uid_in_the_folder() -> None:
     assert body == {"dashboard": {"uid": "glm-fleet", "title": "t", "id": None}, "overwrite": True,
                     "message": "glm.fleet.monitoring", "folderUid": "glm-fleet"}  # fmt: skip
     assert "folderUid" not in save_body({"uid": "u", "title": "t"}, "")
+
+
+def test_the_diff_shows_grafanas_copy_and_the_dashboard_saved_without_grafanas_own_fields() -> None:
+    desired = with_datasource(DASHBOARD, DATASOURCES[0])
+    stored = {"dashboard": {**desired, "id": 7, "version": 3, "title": "old title"}, "meta": {"folderUid": "ops"}}
+    diff = dashboard_diff(stored, desired, "glm")
+    before, after = json.loads(diff["before"]), json.loads(diff["after"])
+    assert (before["folderUid"], after["folderUid"]) == ("ops", "glm")
+    assert (before["dashboard"]["title"], after["dashboard"]["title"]) == ("old title", "GLM-5.3-Flash fleet")
+    assert "version" not in before["dashboard"]
+    assert "id" not in before["dashboard"]
+    assert diff["after_header"] == "GLM-5.3-Flash fleet"
+    new = dashboard_diff(None, desired, "")
+    assert (new["before"], new["before_header"]) == ("", "GLM-5.3-Flash fleet (absent)")

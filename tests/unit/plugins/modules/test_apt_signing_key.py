@@ -220,3 +220,24 @@ def test_to_write_names_the_files_whose_content_differs() -> None:
     assert to_write({"a": b"1", "b": b"2"}, {"a": b"1", "b": None}) == ["b"]
     assert to_write({"a": b"1"}, {"a": b"0"}) == ["a"]
     assert to_write({"a": b"1"}, {"a": b"1"}) == []
+
+
+def test_check_mode_with_diff_shows_the_key_it_would_write(
+    run_main: RunMain, repo_key: tuple[str, bytes, str], tmp_path: Path
+) -> None:
+    url, armored, fpr = repo_key
+    args = module_args(url, fpr, tmp_path)
+    (tmp_path / "key.asc").write_text("an older key\n")
+    result = run_main(apt_signing_key.main, args, check_mode=True, diff=True)
+    assert result["changed"] is True
+    assert not (tmp_path / "keyring.gpg").exists()
+    diffs = {d["after_header"]: d for d in result["diff"]}
+    key = diffs[str(tmp_path / "key.asc")]
+    assert (key["before"], key["after"]) == ("an older key\n", armored.decode())
+    keyring = diffs[str(tmp_path / "keyring.gpg")]
+    assert keyring["before_header"] == f"{tmp_path / 'keyring.gpg'} (absent)"
+    assert keyring["before"] == ""
+    assert keyring["after"].startswith("(binary, ")
+    assert "sha256 " in keyring["after"]
+    run_main(apt_signing_key.main, args)
+    assert "diff" not in run_main(apt_signing_key.main, args, diff=True)  # nothing to write, nothing to show

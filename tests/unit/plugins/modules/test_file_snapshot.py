@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from ansible_collections.glm.fleet.plugins.modules import file_snapshot
 from ansible_collections.glm.fleet.plugins.modules.file_snapshot import restore, save, stored_name
+
+RunMain = Callable[..., dict[str, Any]]  # the run_main fixture (tests/unit/conftest.py)
 
 
 def mode(path: Path) -> int:
@@ -76,3 +81,26 @@ def test_restoring_without_a_snapshot_says_so(tmp_path: Path) -> None:
 def test_stored_names_cannot_collide() -> None:
     assert stored_name("/etc/a%2Fb") != stored_name("/etc/a/b")
     assert os.sep not in stored_name("/etc/systemd/system/x.service")
+
+
+def test_diff_shows_sizes_of_what_changes_never_contents(run_main: RunMain, tmp_path: Path) -> None:
+    unit, env = tmp_path / "a.service", tmp_path / "a.env"
+    unit.write_text("old unit\n")
+    env.write_text("SGLANG_API_KEY=a-secret-of-the-server\n")
+    snap = tmp_path / "previous" / "a"
+    args = {"paths": [str(unit), str(env)], "dest": str(snap)}
+    saved = run_main(file_snapshot.main, args, check_mode=True, diff=True)
+    assert saved["changed"] is True
+    assert not snap.exists()
+    assert {d["after_header"]: d["after"] for d in saved["diff"]} == {
+        str(unit): "(9 bytes, not shown)\n",
+        str(env): "(38 bytes, not shown)\n",
+    }
+    run_main(file_snapshot.main, args)
+    unit.write_text("new unit, longer\n")
+    restored = run_main(file_snapshot.main, {"dest": str(snap), "state": "restored"}, check_mode=True, diff=True)
+    assert [(d["before"], d["after"]) for d in restored["diff"]] == [
+        ("(17 bytes, not shown)\n", "(9 bytes, not shown)\n")
+    ]
+    assert "a-secret-of-the-server" not in repr(restored)
+    assert unit.read_text() == "new unit, longer\n"

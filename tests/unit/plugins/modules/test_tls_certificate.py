@@ -7,7 +7,7 @@ import stat
 from pathlib import Path
 
 from ansible_collections.glm.fleet.plugins.module_utils import _tls
-from ansible_collections.glm.fleet.plugins.modules.tls_certificate import apply, plan
+from ansible_collections.glm.fleet.plugins.modules.tls_certificate import apply, diff, plan
 
 
 def params(tmp_path: Path, names: list[str]) -> dict:
@@ -58,3 +58,30 @@ def test_a_certificate_of_another_ca_or_key_is_not_fit(tmp_path: Path) -> None:
     assert _tls.pair_problem(cert, key) is None
     assert _tls.pair_problem(cert, other_ca_key) == "the certificate does not match the key"
     assert _tls.pair_problem(b"junk", key) == "the certificate is not a PEM certificate"
+
+
+def test_the_diff_shows_which_files_change_and_never_a_key(tmp_path: Path) -> None:
+    p = params(tmp_path, ["10.0.0.5"])
+    paths, todo = plan(p)
+    first = diff(p, paths, todo)
+    assert first["before"] == "".join(f"{paths[w]}: absent\n" for w in ("ca_key", "ca_cert", "key", "cert"))
+    assert f"{paths['ca_cert']}: a new CA certificate CN=test CA, valid 3650 days\n" in first["after"]
+    assert (
+        f"{paths['cert']}: a new certificate signed by the site CA, names 10.0.0.5, valid 397 days\n" in first["after"]
+    )
+    apply(p, paths)
+    p["names"] = ["10.0.0.5", "gw.example.internal"]
+    paths, todo = plan(p)
+    second = diff(p, paths, todo)
+    lines = dict(line.split(": ", 1) for line in second["after"].splitlines())
+    assert lines[paths["ca_key"]] == "a private key (not shown)"
+    assert lines[paths["ca_cert"]].startswith("certificate CN=test CA, expires ")
+    assert lines[paths["cert"]].startswith(
+        "a new certificate signed by the site CA, names 10.0.0.5, gw.example.internal"
+    )
+    old_cert = dict(line.split(": ", 1) for line in second["before"].splitlines())[paths["cert"]]
+    assert old_cert.startswith("certificate CN=10.0.0.5, names 10.0.0.5, expires ")
+    shown = first["before"] + first["after"] + second["before"] + second["after"]
+    for name in ("ca.key", "gw.key"):
+        key_lines = (tmp_path / "ca" / name).read_text().splitlines()[1:-1]  # the key's base64
+        assert not [line for line in key_lines if line in shown], name

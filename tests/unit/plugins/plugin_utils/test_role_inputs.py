@@ -92,3 +92,14 @@ def test_the_receipts_roles_argument_specs_equal_their_defaults() -> None:
         for name, spec in _role_inputs.options(ROOT, role).items():
             if "default" in spec:
                 assert spec["default"] == defaults.get(name), f"{role}: {name}"
+
+
+def test_a_default_the_spec_describes_in_words_comes_from_the_defaults_file() -> None:
+    """A number derived from another variable has no typed default in the spec (antsibull-docs refuses
+    a template there); the receipt's read, outside the role, takes it from defaults/main.yml, as the
+    role itself does, so the digest read equals the digest recorded."""
+    spec = _role_inputs.options(ROOT, "sglang_server")["sglang_server_tp_size"]
+    assert "default" not in spec
+    values = _role_inputs.settings(ROOT, ["sglang_server"], lambda name, default: default)
+    assert values["sglang_server_tp_size"] == "{{ deployment_tp_size }}"
+    assert values["sglang_server_context_length"] == "{{ deployment_context_length }}"
