@@ -54,13 +54,12 @@ class ActionModule(ActionBase):
             roles = _role_inputs.closure(root, name.partition("-")[0])
         except ValueError as err:
             raise AnsibleActionFail(f"glm.fleet.stage_receipt: {err}") from err
-        # The roles' defaults (those of their options: argument_specs equal the defaults) under what the
-        # host's variables set, as if the roles were loaded: a default may name another role's option.
+        # The roles' defaults (defaults/main.yml, their owner) under what the host's variables set, as
+        # if the roles were loaded: a default may name another role's option.
         defaults = {
-            name: trusted(spec.get("default"))
+            name: trusted(default)
             for role_name in roles
-            for name, spec in _role_inputs.options(root, role_name).items()
-            if isinstance(spec, dict) and "default" in spec
+            for name, default in _role_inputs.defaults(root, role_name).items()
         }
         variables = {**defaults, **task_vars}
         templar = self._templar.copy_with_new_env(available_variables=variables)
