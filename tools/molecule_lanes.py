@@ -2,8 +2,9 @@
 in the order given (the Makefile lists the longest first, so the lanes finish close together). Each scenario's node is
 named glm-molecule-<scenario> (GLM_MOLECULE_NODE, read by .config/molecule/config.yml) so lanes
 never share a container. A scenario's output goes to build/molecule/<scenario>.log and is printed
-whole when it ends, so lanes do not interleave. After a failure no lane starts another scenario;
-the exit status is 1 if any scenario failed.
+whole when it ends, so lanes do not interleave. A scenario whose output holds a deprecation warning
+fails: what its playbooks use goes away in a later ansible-core. After a failure no lane starts
+another scenario; the exit status is 1 if any scenario failed.
 
     python3 tools/molecule_lanes.py --lanes 2 claude_code gateway ...
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -19,6 +21,14 @@ import time
 from pathlib import Path
 
 LOGS = Path(__file__).resolve().parent.parent / "build" / "molecule"
+
+
+DEPRECATION = re.compile(r"^\[DEPRECATION WARNING\]:.*$", re.MULTILINE)
+
+
+def deprecations(output: str) -> list[str]:
+    """The deprecation warnings in a scenario's output, each once."""
+    return sorted(set(DEPRECATION.findall(output)))
 
 
 def node_name(scenario: str) -> str:
@@ -38,8 +48,14 @@ class Runner:
         with log.open("wb") as out:
             status = subprocess.call([self.molecule, "test", "-s", name], stdout=out, stderr=subprocess.STDOUT, env=env)
         took = time.monotonic() - start
+        output = log.read_text(errors="replace")
+        warned = deprecations(output)
+        if warned and status == 0:
+            status = 1
         with self.lock:
-            sys.stdout.write(log.read_text(errors="replace"))
+            sys.stdout.write(output)
+            for line in warned:
+                print(f"make: molecule scenario {name} printed a deprecation warning: {line}", flush=True)
             verdict = "took" if status == 0 else "FAILED after"
             print(f"make: molecule scenario {name} {verdict} {took:.0f} s", flush=True)
             if status != 0:
