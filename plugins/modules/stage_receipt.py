@@ -18,18 +18,15 @@ description:
     inode; directory listings).
   - With O(state=check), for each role, the receipt is read and the same things are looked at again;
     a role whose receipt is missing, has another digest, or whose look finds anything different is
-    stale, with the reason. The site's stage plays run only on the hosts where one of their roles is
-    stale, so a converged host spends one task on a stage.
+    stale, with the reason. A role ends at its door where its receipt stands, so a converged host spends
+    one task on it.
   - Changes nothing with O(state=check). With O(state=record), writes a receipt only when its content
     differs (changed), and not in check mode.
   - Use the action plugin of the same name (it computes the digests); the module takes them given.
-  - The action takes C(roles) and a C(group) the host joins when one of them is stale; or C(stages), a list of
-    C({group, roles, secrets}) in the order a run takes them, and a C(group) every host read joins. Then one
-    read covers several stages, and the host joins the group of each stage due, that is whose receipts do not
-    all stand, and of every stage after one due, since those run on what it may change; with none due, the
-    group C(<group>_current). The action names the group (RV(join_group), under RV(join_parents)); an
-    M(ansible.builtin.group_by) task joins it. A stage with C(secrets=true) compares its receipts with the
-    secrets among its settings, as its role records them.
+  - The action takes C(roles), the roles whose receipts to read. A role's secrets enter its digest where its
+    C(vars/main.yml) sets C(__<role>_receipt_secrets=true) (a role that writes one into a file, as the
+    servers' API keys). A role reads its own receipt at its door and ends there (M(ansible.builtin.meta) C(end_role))
+    when RV(stale) is empty; with C(ignore=true) (C(glm_fleet_ignore_receipts)) every receipt reads as stale.
 author:
   - glm.fleet contributors (@glm-fleet)
 options:
@@ -81,30 +78,12 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-join_group:
-  description: With O(state=check) and the action's C(group), the group the host joins.
-  returned: when the action is given C(group)
-  type: str
-  sample: glm_fleet_stages_read_0_2
-join_parents:
-  description: The groups RV(join_group) is a child of (with C(stages), the groups of the stages due).
-  returned: when the action is given C(group)
-  type: list
-  elements: str
-  sample: [glm_fleet_stages_read, glm_fleet_stage_artifacts, glm_fleet_stage_server]
 stale:
   description: With O(state=check), why each stale receipt does not stand, by name; empty when every receipt stands.
   returned: success
   type: dict
   sample:
     nvidia_container_toolkit: "changed since its receipt: file /etc/docker/daemon.json: ..."
-stages:
-  description: With the action's C(stages), why each stage is due, by group, in order; empty when every receipt stands.
-  returned: when the action is given C(stages)
-  type: dict
-  sample:
-    glm_fleet_stage_toolkit: "nvidia_container_toolkit: package nvidia-container-toolkit: held=True ..."
-    glm_fleet_stage_artifacts: "it runs after the stage of glm_fleet_stage_toolkit, which this node goes through"
 recorded:
   description: With O(state=record), the receipts written (in check mode, those that would be).
   returned: when O(state=record)
@@ -122,15 +101,15 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.glm.fleet.plugins.module_utils import _receipt
 from ansible_collections.glm.fleet.plugins.module_utils._files import read, write_private
 
-# A role's name, or a role's name and a part of it (monitoring-exporters): the digest is the role's.
-NAME = re.compile(r"[a-z][a-z0-9_]*(-[a-z0-9_]+)?")
+# A receipt is named after its role.
+NAME = re.compile(r"[a-z][a-z0-9_]*")
 DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
 def entry_problem(entry: dict, state: str) -> str | None:
     """Why a receipts entry cannot be used, naming the value, or None."""
     if not NAME.fullmatch(entry.get("name") or ""):
-        return f"receipts: name must be a role name, or ROLE-PART; got {entry.get('name')!r}"
+        return f"receipts: name must be a role name; got {entry.get('name')!r}"
     if not DIGEST.fullmatch(entry.get("digest") or ""):
         return f"receipts: {entry['name']}: digest must be 64 lowercase hex; got {entry.get('digest')!r}"
     if state == "record":

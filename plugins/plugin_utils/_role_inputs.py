@@ -7,9 +7,9 @@ inventory or the run sets one, else the option's default, which equals the role'
 
 What the host is (its distribution, say) is not an input: a receipt looks at it where a role
 depends on it (/etc/os-release), so a run with --tags, which gathers no facts, compares the same
-digest. Options marked no_log are left out unless asked for: a role that only downloads with a
-secret does not run again for a changed one; a role that writes one into a file (the servers' API
-keys) asks for them, so that a new key reaches the node. They enter the one sha256 over all the
+digest. Options marked no_log are left out unless the role asks for them (receipt_secrets): a role
+that only downloads with a secret does not run again for a changed one; a role that writes one into
+a file (the servers' API keys) asks for them, so that a new key reaches the node. They enter the one sha256 over all the
 inputs, which is all that is written (root-only) or shown."""
 
 from __future__ import annotations
@@ -94,6 +94,14 @@ def defaults(root: Path, role: str) -> dict[str, object]:
     it describes in words (a number derived from another variable cannot be a typed default)."""
     path = root / "roles" / role / "defaults" / "main.yml"
     return (load_yaml(path) or {}) if path.is_file() else {}
+
+
+def receipt_secrets(root: Path, role: str) -> bool:
+    """Whether the role's receipt covers its secrets: `__<role>_receipt_secrets: true` in its
+    vars/main.yml, the role's own word (it writes a secret into a file)."""
+    path = root / "roles" / role / "vars" / "main.yml"
+    data = (load_yaml(path) or {}) if path.is_file() else {}
+    return data.get(f"__{role}_receipt_secrets") is True
 
 
 def code_digest(root: Path, roles: list[str]) -> str:

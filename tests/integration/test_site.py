@@ -22,12 +22,12 @@ TOOLKIT = {
     "libnvidia-container1",
 }
 PUBLISH = "Publish this node's servers for the gateway"
-# playbooks/stage_receipts.yml: one read per GPU node for the toolkit's, the artifacts', the
-# exporters' and the server's stages (a node with any of them due goes through the preflight).
-RECEIPT_CHECK = (
-    "Compare each node with the receipts of the toolkit, the image and the weights, the exporters and the servers"
-)
-STAGES = ("glm_fleet_stage_toolkit", "glm_fleet_stage_artifacts", "glm_fleet_stage_exporters", "glm_fleet_stage_server")
+# Each role's door (its first task, glm.fleet.stage_receipt): the toolkit's, the image's and the
+# weights' on a GPU node, the exporters' on every host of the fleet, and the preflight's read of the
+# GPU-node roles after it (a node none of them has work on is not checked).
+DOOR = "Compare the node with the role's receipt"
+EXPORTERS_DOOR = "Compare the host with the role's receipt"
+PREFLIGHT_DOOR = "Compare the node with the receipts of the roles after the preflight"
 PREFLIGHT_CHECK = "Check the node against what the server needs"
 PREFLIGHT_GPU_READ = "Read the node's GPUs, driver and NVLink fabric"
 SERVER_RECEIPT = "Compare the node with its servers' receipt"
@@ -36,13 +36,25 @@ PACKAGE = "nvidia-container-toolkit"
 
 
 def stale(run: Any, task: str) -> dict[str, dict[str, str]]:
-    """{node: {receipt: why it does not stand}} from a stage's read."""
-    return {host: res["stale"] for host, res in host_results(run, task).items()}
+    """{host: {receipt: why it does not stand}} from a door's reads in the run (a task name several
+    roles share: each host's reads merged)."""
+    out: dict[str, dict[str, str]] = {}
+    for event in run.events:
+        data = event.get("event_data", {})
+        if event.get("event") == "runner_on_ok" and data.get("task") == task:
+            out.setdefault(data["host"], {}).update(data["res"]["stale"])
+    return out
 
 
-def due(run: Any) -> dict[str, set[str]]:
-    """{node: the stages (their groups) the read sent it through}."""
-    return {host: set(res["stages"]) for host, res in host_results(run, RECEIPT_CHECK).items()}
+def drifts(run: Any, task: str) -> dict[str, dict[str, str]]:
+    """stale() of the hosts whose receipts did not all stand."""
+    return {host: why for host, why in stale(run, task).items() if why}
+
+
+def reads(run: Any, task: str) -> list[str]:
+    """The hosts of each read of a door in the run, one entry per read."""
+    return sorted(e["event_data"]["host"] for e in run.events
+                  if e.get("event") == "runner_on_ok" and e["event_data"].get("task") == task)  # fmt: skip
 
 
 def assert_each_blob_reached_the_site_cache_once(registry_offset: int, lab_state: dict[str, Any]) -> None:
@@ -78,30 +90,31 @@ def test_site_check_mode_on_a_fresh_fleet(runner: Runner, lab_state: dict[str, A
 
 def assert_the_rerun_did_no_work_twice(runner: Runner, second: Any, gpu_nodes: set[str]) -> None:
     """What a converged fleet's rerun reads and runs on its GPU nodes."""
-    # One read per node for four stages, once in the run: every receipt stands, so no GPU node enters
-    # the preflight's, the toolkit's, the artifacts' or the exporters' plays (not even the GPU or dpkg
-    # read); the site cache, the gateway and the monitoring host run node exporter's tasks, without apt.
-    reads = [e["event_data"]["host"] for e in second.events
-             if e.get("event") == "runner_on_ok" and e["event_data"].get("task") == RECEIPT_CHECK]  # fmt: skip
-    assert sorted(reads) == sorted(gpu_nodes), reads
-    assert stale(second, RECEIPT_CHECK) == {host: {} for host in gpu_nodes}
-    assert due(second) == {host: set() for host in gpu_nodes}
+    # Every role ends at its door: on each GPU node the preflight's read and one read each of the
+    # toolkit, the image and the weights; every receipt stands, so no node is checked (not even its
+    # GPUs read) and no role goes past its door (no dpkg read, no question to the engine).
+    assert reads(second, PREFLIGHT_DOOR) == sorted(gpu_nodes)
+    assert stale(second, PREFLIGHT_DOOR) == {host: {} for host in gpu_nodes}
+    assert reads(second, DOOR) == sorted(list(gpu_nodes) * 3)
+    assert stale(second, DOOR) == {host: {} for host in gpu_nodes}
+    fleet = set(stale(second, EXPORTERS_DOOR))
+    assert gpu_nodes < fleet
+    assert stale(second, EXPORTERS_DOOR) == {host: {} for host in fleet}
     assert host_results(second, PREFLIGHT_GPU_READ) == {}
     assert host_results(second, PREFLIGHT_CHECK) == {}
     assert host_results(second, APT_READ_TOOLKIT) == {}
     assert not set(host_results(second, "Ask the engine for the pinned image")) & gpu_nodes
-    # The server stage's plan: the one read found the servers' receipt standing too, so the plan's full
-    # half (its own receipt read, the validation, the check-mode configuration) ran on no node;
-    # systemd's view and a health round of each server decided that no node restarts.
-    assert host_results(second, SERVER_RECEIPT) == {}
+    assert host_results(second, "Read whether node exporter is installed") == {}
+    # The server stage's plan: the servers' receipt stands on every node, so the plan's full look (the
+    # validation, the check-mode configuration) ran on none; systemd's view and a health round of each
+    # server decided that no node restarts.
+    assert stale(second, SERVER_RECEIPT) == {host: {} for host in gpu_nodes}
     assert host_results(second, "Check the server settings") == {}
-    assert host_results(second, "Validate the settings against the role's argument spec") == {}
     assert host_results(second, "Record what the node's servers run as") == {}
     assert host_results(second, "Write the systemd units") == {}
     assert set(host_results(second, HEALTH_ROUND)) == gpu_nodes
     # That round is each node's row in the fleet report: the report's play probes no GPU node again.
     assert host_results(second, "Check each server once, for the fleet report") == {}
-    assert not set(host_results(second, "Read whether node exporter is installed")) & gpu_nodes
     # What the toolkit's first run left: its packages held at the pin.
     holds = runner.module("gpu_nodes", "ansible.builtin.command", "apt-mark showhold")
     assert {host: set(res["stdout"].split()) >= TOOLKIT for host, res in host_results(holds).items()} == dict.fromkeys(
@@ -205,21 +218,17 @@ def test_a_node_that_drifted_goes_through_the_stage_again(runner: Runner, lab_st
 
     drifted = runner.playbook(REPO / "site.yml", cmdline="--tags toolkit,monitoring")
     assert drifted.status == "successful", run_log(drifted)
-    read = stale(drifted, RECEIPT_CHECK)
     assert first != last
-    assert set(read[first]) == {"nvidia_container_toolkit"}, read
-    assert "package nvidia-container-toolkit: held=True" in read[first]["nvidia_container_toolkit"], read
-    assert "held=False" in read[first]["nvidia_container_toolkit"], read
-    assert set(read[last]) == {"monitoring-exporters"}, read
-    assert "unit prometheus-node-exporter.service" in read[last]["monitoring-exporters"], read
-    assert "ActiveState=inactive" in read[last]["monitoring-exporters"], read
-    # The toolkit's stage is due on the first node, and so are those after it (they run on the engine
-    # it may restart); the exporters' and the server's (read last) on the last; none on the others.
-    assert due(drifted) == {host: set(STAGES) if host == first else set(STAGES[2:]) if host == last else set()
-                            for host in gpu_nodes}  # fmt: skip
-    # The stages ran where they were due, and only there.
+    toolkit, exporters = drifts(drifted, DOOR), drifts(drifted, EXPORTERS_DOOR)
+    assert {host: set(why) for host, why in toolkit.items()} == {first: {"nvidia_container_toolkit"}}, toolkit
+    assert "package nvidia-container-toolkit: held=True" in toolkit[first]["nvidia_container_toolkit"], toolkit
+    assert "held=False" in toolkit[first]["nvidia_container_toolkit"], toolkit
+    assert {host: set(why) for host, why in exporters.items()} == {last: {"exporters"}}, exporters
+    assert "unit prometheus-node-exporter.service: " in exporters[last]["exporters"], exporters
+    assert "-> ActiveState=inactive" in exporters[last]["exporters"], exporters
+    # Each role went past its door where its receipt did not stand, and only there.
     assert set(host_results(drifted, APT_READ_TOOLKIT)) == {first}
-    assert set(host_results(drifted, "Read whether node exporter is installed")) & set(gpu_nodes) == {first, last}
+    assert set(host_results(drifted, "Read whether node exporter is installed")) == {last}
     holds = runner.module(first, "ansible.builtin.command", "apt-mark showhold")
     assert set(host_results(holds)[first]["stdout"].split()) >= TOOLKIT
     active = runner.module(last, "ansible.builtin.command", "systemctl is-active prometheus-node-exporter")
@@ -248,18 +257,19 @@ def test_a_node_that_drifted_goes_through_the_stage_again(runner: Runner, lab_st
     assert rollout_plan(quiet) == NO_ROLLOUT
     again = runner.playbook(REPO / "site.yml", cmdline="--tags toolkit,monitoring")
     assert again.status == "successful", run_log(again)
-    assert stale(again, RECEIPT_CHECK) == {host: {} for host in gpu_nodes}
+    assert stale(again, DOOR) == {host: {} for host in gpu_nodes}
+    assert not any(stale(again, EXPORTERS_DOOR).values())
     assert {host: n for host, n in again.stats["changed"].items() if n} == {}
 
-    # glm_fleet_ignore_receipts sends every node through every stage, which finds nothing to change:
-    # the server stage's plan works every node out in full (the argument spec's validation included),
+    # glm_fleet_ignore_receipts sends every node through every role, which finds nothing to change:
+    # the server stage's plan works every node out in full (the server settings' checks included),
     # finds it steady, and records its receipt again, unchanged.
     forced = runner.playbook(
         REPO / "site.yml", cmdline="--tags toolkit,server", extravars={"glm_fleet_ignore_receipts": True}
     )
     assert forced.status == "successful", run_log(forced)
     assert set(host_results(forced, APT_READ_TOOLKIT)) == set(gpu_nodes)
-    assert set(host_results(forced, "Validate the settings against the role's argument spec")) == set(gpu_nodes)
+    assert set(host_results(forced, "Check the server settings")) == set(gpu_nodes)
     assert rollout_plan(forced) == NO_ROLLOUT
     assert set(host_results(forced, "Record what the node's servers run as")) == set(gpu_nodes)
     assert {host: n for host, n in forced.stats["changed"].items() if n} == {}
@@ -276,7 +286,10 @@ def test_the_preflight_checks_the_nodes_a_run_has_work_on(runner: Runner, lab_st
     refused = runner.playbook(REPO / "site.yml", extravars={"preflight_required_gpus": 16})
     assert refused.status == "failed", run_log(refused)
     assert set(refused.stats["failures"]) == {last}, refused.stats
-    assert "ActiveState=inactive" in stale(refused, RECEIPT_CHECK)[last]["sglang_server"]
+    assert "ActiveState=inactive" in stale(refused, PREFLIGHT_DOOR)[last]["sglang_server"]
+    assert {host: why for host, why in stale(refused, PREFLIGHT_DOOR).items() if why} == {
+        last: stale(refused, PREFLIGHT_DOOR)[last]
+    }
     assert set(host_results(refused, PREFLIGHT_GPU_READ)) == {last}
     assert host_results(refused, "Write the systemd units") == {}
     assert rollout_plan(refused) == NO_ROLLOUT

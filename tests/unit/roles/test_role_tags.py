@@ -1,7 +1,8 @@
 """`--tags <role>` runs that role's tasks: each role's tag lists exactly the tasks its tasks/main.yml
 brings in (imported files in full, a looped include as itself), and nothing of other roles but the
 checks tagged `always` (and, for the role named preflight, the other roles' own checks, which share
-that concern's tag). `--list-tasks` leaves out a block's rescue and always sections; so does this."""
+that concern's tag). `--list-tasks` leaves out a block's rescue and always sections; so does this.
+Every role of the directory is in tests/unit/fixtures/all_roles.yml."""
 
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ import pytest
 import yaml
 from conftest import FIXTURES, REPO
 
-ROLES = ["preflight", "nvidia_container_toolkit", "site_cache", "sglang_image", "model_weights", "sglang_server",
-         "gateway", "claude_code"]  # fmt: skip
+# bench_serving runs on its own (playbooks/bench_serving.yml), never within site.yml, and tags nothing.
+UNTAGGED = {"bench_serving"}
+ALL_ROLES = sorted(p.name for p in (REPO / "roles").iterdir() if (p / "tasks" / "main.yml").is_file())
+ROLES = [role for role in ALL_ROLES if role not in UNTAGGED]
 LISTED = re.compile(r"^\s+glm\.fleet\.(\w+) : (.+?)\tTAGS: \[(.*)\]$")
 
 
@@ -28,6 +31,8 @@ def static_task_names(role: str, tasks_file: str = "main.yml") -> set[str]:
             imported = task.get("ansible.builtin.import_tasks")
             if imported:
                 names.update(static_task_names(role, imported))
+            elif "ansible.builtin.include_role" in task:
+                continue  # --list-tasks names an include_role task without its role
             elif "block" in task:
                 walk(task["block"])
             else:
@@ -46,6 +51,11 @@ def listed(tag: str) -> list[tuple[str, str, list[str]]]:
     )  # fmt: skip
     rows = [LISTED.match(line) for line in out.stdout.splitlines()]
     return [(m.group(1), m.group(2), m.group(3).split(", ")) for m in rows if m]
+
+
+def test_the_fixture_holds_every_role() -> None:
+    play = yaml.safe_load((FIXTURES / "all_roles.yml").read_text())[0]
+    assert sorted(role.removeprefix("glm.fleet.") for role in play["roles"]) == ALL_ROLES
 
 
 @pytest.mark.parametrize("role", ROLES)

@@ -69,7 +69,7 @@ def test_a_corrupt_receipt_is_stale(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("bad", "state", "problem"),
     [
-        ({"name": "../etc/passwd"}, "check", "name must be a role name, or ROLE-PART; got '../etc/passwd'"),
+        ({"name": "../etc/passwd"}, "check", "name must be a role name; got '../etc/passwd'"),
         ({"name": "Monitoring"}, "check", "got 'Monitoring'"),
         ({"digest": "abc"}, "check", "digest must be 64 lowercase hex; got 'abc'"),
         ({"observe": None}, "record", "observe must be a mapping"),
@@ -77,7 +77,7 @@ def test_a_corrupt_receipt_is_stale(tmp_path: Path) -> None:
     ],
 )
 def test_bad_entries_are_refused_naming_the_value(tmp_path: Path, bad: dict, state: str, problem: str | None) -> None:
-    good = {"name": "monitoring-exporters", "digest": DIGEST, "observe": {"units": ["x.service"]}}
+    good = {"name": "exporters", "digest": DIGEST, "observe": {"units": ["x.service"]}}
     assert entry_problem(good, state) is None
     got = entry_problem({**good, **bad}, state)
     assert got == problem if problem is None else problem in (got or "")

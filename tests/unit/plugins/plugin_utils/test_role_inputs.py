@@ -20,9 +20,19 @@ def test_a_role_brings_the_roles_it_depends_on() -> None:
     assert _role_inputs.closure(ROOT, "nvidia_container_toolkit") == ["nvidia_container_toolkit"]
 
 
-def test_every_entry_points_options_count() -> None:
-    names = set(_role_inputs.options(ROOT, "monitoring"))
-    assert {"monitoring_node_exporter_port", "monitoring_dcgm_exporter_image", "monitoring_retention"} <= names
+def test_every_entry_points_options_count(tmp_path: Path) -> None:
+    meta = tmp_path / "roles" / "r" / "meta"
+    meta.mkdir(parents=True)
+    (meta / "argument_specs.yml").write_text(
+        "argument_specs:\n  main:\n    options:\n      r_a: {type: str}\n"
+        "  other:\n    options:\n      r_b: {type: int}\n"
+    )
+    assert set(_role_inputs.options(tmp_path, "r")) == {"r_a", "r_b"}
+
+
+def test_a_role_says_whether_its_receipt_covers_its_secrets() -> None:
+    assert _role_inputs.receipt_secrets(ROOT, "sglang_server") is True
+    assert _role_inputs.receipt_secrets(ROOT, "model_weights") is False
 
 
 def test_secrets_are_marked_no_log_and_left_out_of_the_settings() -> None:
