@@ -39,6 +39,18 @@ def batches(items: list[dict], size: int = BATCH_BYTES) -> list[list[dict]]:
     return [b for b in out if b]
 
 
+def snapshot_diff(plan: dict) -> dict[str, str]:
+    """What `--diff` shows of a fetch: each file to fetch and why (missing, of the wrong size, not
+    verifying), then as it will be; the weights themselves are not shown."""
+    files = plan["to_fetch"]
+    return {
+        "before_header": plan["snapshot"],
+        "after_header": plan["snapshot"],
+        "before": "".join(f"{f['path']}: {f['reason']}\n" for f in files),
+        "after": "".join(f"{f['path']}: {human_bytes(f['size'])}, verified against the manifest\n" for f in files),
+    }
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
 
@@ -72,6 +84,8 @@ class ActionModule(ActionBase):
             manifest=plan["manifest"],
             fetched=[],
         )
+        if self._play_context.diff and to_fetch:
+            result["diff"] = snapshot_diff(plan)
         if remaining + FREE_MARGIN > plan["free_bytes"] and to_fetch:
             result.update(
                 failed=True,

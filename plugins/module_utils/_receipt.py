@@ -189,6 +189,28 @@ def staleness(receipt: dict | None, digest: str, observed: dict | None) -> str |
     return None
 
 
+def shown(receipt: dict | None, other: dict | None) -> str:
+    """A receipt as `--diff` shows it beside `other` (the receipt before or after it): a line for its
+    inputs and for each thing it looks at. Neither the inputs' digest nor a file's hash is shown (the
+    servers' key files are among the files): whether they differ from `other`'s is."""
+    if receipt is None:
+        return ""
+    other = other or {}
+    inputs = "the same" if receipt.get("digest") == other.get("digest") else "other settings or code"
+    lines = [f"inputs: {inputs}"]
+    mine, theirs = receipt.get("observed", {}), other.get("observed", {})
+    for kind in KINDS:
+        for name, state in sorted(mine.get(kind, {}).items()):
+            was, seen = theirs.get(kind, {}).get(name), state
+            if kind == "files" and state is not None:
+                same = isinstance(was, dict) and was.get("sha256") == state.get("sha256")
+                seen = {**{k: v for k, v in state.items() if k != "sha256"}, "content": "same" if same else "other"}
+            elif kind == "trees" and state is not None:
+                seen = "the same files" if was == state else "other files"
+            lines.append(f"{kind[:-1]} {name}: {describe(seen) if kind != 'listings' else seen}")
+    return "\n".join(lines) + "\n"
+
+
 def render(digest: str, spec: dict, observed: dict) -> bytes:
     """A receipt's bytes: stable for the same content, so an unchanged receipt is not rewritten."""
     return (

@@ -79,10 +79,10 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    details: Reports what it would write and writes nothing.
+    details: Reports whether the JSON or the Markdown would change, and writes nothing.
   diff_mode:
-    support: none
-    details: The report is new figures each run.
+    support: full
+    details: The JSON and the Markdown before and after; the chart is not shown.
   platform:
     platforms: posix
     description: Runs on the controller (delegate it to localhost).
@@ -139,6 +139,7 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.glm.fleet.plugins.module_utils._bench_metrics import cost, operating_point, recipe_comparison
 from ansible_collections.glm.fleet.plugins.module_utils._bench_report import chart_png, markdown, summary
+from ansible_collections.glm.fleet.plugins.module_utils._files import file_diff, read
 
 HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 
@@ -200,6 +201,12 @@ def main() -> None:
         "bench-serving.md": markdown(report).encode(),
     }
     files = [os.path.join(dest, name) for name in (*outputs, "bench-serving.png")]
+    # The JSON and the Markdown as they would change (the chart is drawn only when written).
+    diffs = [
+        file_diff(path, before, data)
+        for path, data in ((os.path.join(dest, name), data) for name, data in outputs.items())
+        if (before := read(path)) != data
+    ]
     changed = False
     if not module.check_mode:
         os.makedirs(dest, mode=0o755, exist_ok=True)
@@ -207,8 +214,9 @@ def main() -> None:
         for name, data in outputs.items():
             changed = write(os.path.join(dest, name), data) or changed
     module.exit_json(
-        changed=changed, files=files, cost=report["cost"], recipe_comparison=report["recipe_comparison"],
-        summary=summary(report),
+        changed=changed if not module.check_mode else bool(diffs), files=files, cost=report["cost"],
+        recipe_comparison=report["recipe_comparison"], summary=summary(report),
+        **({"diff": diffs} if module._diff else {}),
     )  # fmt: skip
 
 

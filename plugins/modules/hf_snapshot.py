@@ -136,6 +136,9 @@ attributes:
   check_mode:
     support: full
     details: The plan step runs in check mode and reports what would be fetched; nothing is downloaded.
+  diff_mode:
+    support: full
+    details: Each file to fetch and why (missing, of the wrong size, not verifying), and its size once verified.
   idempotent:
     description: A complete, verified snapshot is left alone.
     support: full

@@ -62,6 +62,10 @@ extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - glm.fleet.attributes
 attributes:
+  diff_mode:
+    support: full
+    details: A receipt written, a line per thing it looks at; whether its inputs and each file's content differ, never a
+      digest or a hash.
   platform:
     platforms: debian
 """
@@ -134,19 +138,32 @@ def check(entries: list[dict], root: str, run: Callable[[list[str]], str]) -> di
     return stale
 
 
-def record(entries: list[dict], root: str, run: Callable[[list[str]], str], check_mode: bool) -> list[str]:
+def record(
+    entries: list[dict], root: str, run: Callable[[list[str]], str], check_mode: bool
+) -> tuple[list[str], list[dict]]:
     """Writes each entry's receipt from a fresh look (root-only, in a root-only directory), unless it
-    has that content already; the names of the receipts written (or, in check mode, to write)."""
-    changed = []
+    has that content already; the names of the receipts written (or, in check mode, to write), and
+    each one's `--diff` entry (_receipt.shown: no digest, no file's hash)."""
+    changed, diffs = [], []
     for entry in entries:
         path = receipt_path(root, entry["name"])
         data = _receipt.render(entry["digest"], entry["observe"], _receipt.observe(entry["observe"], run))
-        if read(path) != data:
+        before = read(path)
+        if before != data:
             changed.append(entry["name"])
+            old, new = _receipt.parse(before), _receipt.parse(data)
+            diffs.append(
+                {
+                    "before_header": path if before is not None else f"{path} (absent)",
+                    "after_header": path,
+                    "before": _receipt.shown(old, new),
+                    "after": _receipt.shown(new, old),
+                }
+            )
             if not check_mode:
                 os.makedirs(root, mode=0o700, exist_ok=True)
                 write_private(path, data, 0o600)
-    return changed
+    return changed, diffs
 
 
 def main() -> None:
@@ -180,8 +197,8 @@ def main() -> None:
     entries = module.params["receipts"]
     if state == "check":
         module.exit_json(changed=False, stale=check(entries, root, run))
-    written = record(entries, root, run, module.check_mode)
-    module.exit_json(changed=bool(written), recorded=written, stale={})
+    written, diffs = record(entries, root, run, module.check_mode)
+    module.exit_json(changed=bool(written), recorded=written, stale={}, **({"diff": diffs} if module._diff else {}))
 
 
 if __name__ == "__main__":

@@ -95,8 +95,10 @@ def assert_the_rerun_did_no_work_twice(runner: Runner, second: Any, gpu_nodes: s
     # GPUs read) and no role goes past its door (no dpkg read, no question to the engine).
     assert reads(second, PREFLIGHT_DOOR) == sorted(gpu_nodes)
     assert stale(second, PREFLIGHT_DOOR) == {host: {} for host in gpu_nodes}
-    assert reads(second, DOOR) == sorted(list(gpu_nodes) * 3)
-    assert stale(second, DOOR) == {host: {} for host in gpu_nodes}
+    # (the site cache's host reads the weights' receipt too: glm.fleet.site_cache depends on the role)
+    assert [host for host in reads(second, DOOR) if host in gpu_nodes] == sorted(list(gpu_nodes) * 3)
+    assert not any(stale(second, DOOR).values())
+    assert not any(stale(second, "Compare the site cache with the role's receipt").values())
     fleet = set(stale(second, EXPORTERS_DOOR))
     assert gpu_nodes < fleet
     assert stale(second, EXPORTERS_DOOR) == {host: {} for host in fleet}

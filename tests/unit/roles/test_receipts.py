@@ -120,6 +120,7 @@ def rendered_paths(templar: Templar, task: dict[str, Any], context: dict[str, An
     """The paths a task writes: once per server where it loops over them, once per item of a list."""
     module = next(iter(WRITERS.keys() & task.keys()))
     args = task[module]
+    target = args.get(WRITERS[module], args.get("dest"))  # file's path, or its alias dest (a link)
     if args.get("state") == "absent" or "delegate_to" in task:
         return []  # removes a path, or writes on another host
     loop_var = (task.get("loop_control") or {}).get("loop_var", "item")
@@ -129,7 +130,7 @@ def rendered_paths(templar: Templar, task: dict[str, Any], context: dict[str, An
         scope = {**context, **(task.get("vars") or {}), **({loop_var: item} if item is not None else {})}
         if not runs(templar, task, scope, context):
             continue
-        paths.append(str(templar.copy_with_new_env(available_variables=scope).template(args[WRITERS[module]])))
+        paths.append(str(templar.copy_with_new_env(available_variables=scope).template(target)))
     return paths
 
 
@@ -161,4 +162,6 @@ def test_the_weights_receipt_follows_where_the_node_downloads_from(source: str) 
 
 
 def test_the_roles_with_a_receipt() -> None:
-    assert ROLES == ["exporters", "model_weights", "nvidia_container_toolkit", "sglang_image", "sglang_server"]
+    assert ROLES == [
+        "exporters", "model_weights", "nvidia_container_toolkit", "sglang_image", "sglang_server", "site_cache"
+    ]  # fmt: skip

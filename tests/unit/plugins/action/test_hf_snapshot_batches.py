@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from ansible_collections.glm.fleet.plugins.action.hf_snapshot import ActionModule, batches
+from ansible_collections.glm.fleet.plugins.action.hf_snapshot import ActionModule, batches, snapshot_diff
 
 
 def test_batches_group_small_files_and_keep_big_ones_alone() -> None:
@@ -27,9 +27,10 @@ def test_a_repository_of_about_one_batch_is_one_module_run() -> None:
 class Steps(ActionModule):
     """The action with its module runs replaced by answers from a table, each run recorded."""
 
-    def __init__(self, plan: dict, check_mode: bool = False) -> None:  # no ActionBase set-up: only fetch() runs
+    def __init__(self, plan: dict, check_mode: bool = False, diff: bool = False) -> None:  # only fetch() runs
         self.plan, self.runs = plan, []
         self._task = SimpleNamespace(check_mode=check_mode)
+        self._play_context = SimpleNamespace(diff=diff)
 
     def step(self, args: dict, task_vars: dict, **extra: Any) -> dict:
         del args, task_vars
@@ -83,3 +84,18 @@ def test_check_mode_runs_the_plan_alone() -> None:
     result = action.fetch({}, {}, {})
     assert action.runs == [{"step": "plan"}]
     assert result["changed"] is True
+    assert "diff" not in result
+    with_diff = Steps(plan([{"path": "a", "size": 10, "reason": "missing"}]), check_mode=True, diff=True)
+    assert with_diff.fetch({}, {}, {})["diff"]["before"] == "a: missing\n"
+
+
+def test_the_diff_names_each_file_to_fetch_and_why() -> None:
+    planned = {"snapshot": "/hf/snapshots/eb9e", "to_fetch": [
+        {"path": "model-00001.safetensors", "size": 5 * 1024**3, "reason": "missing"},
+        {"path": "config.json", "size": 10, "reason": "sha256 differs from the manifest"}]}  # fmt: skip
+    diff = snapshot_diff(planned)
+    assert diff["before"] == "model-00001.safetensors: missing\nconfig.json: sha256 differs from the manifest\n"
+    assert diff["after"].splitlines() == [
+        "model-00001.safetensors: 5.0 GiB, verified against the manifest",
+        "config.json: 10 B, verified against the manifest",
+    ]

@@ -27,12 +27,12 @@ def test_a_recorded_receipt_stands_until_a_file_changes(tmp_path: Path) -> None:
     root = tmp_path / "receipts"
     assert check([entry(tmp_path)], str(root), run) == {"nvidia_container_toolkit": (
         "no receipt: the role has not converged on this host with this collection")}  # fmt: skip
-    assert record([entry(tmp_path)], str(root), run, check_mode=False) == ["nvidia_container_toolkit"]
+    assert record([entry(tmp_path)], str(root), run, check_mode=False)[0] == ["nvidia_container_toolkit"]
     assert stat.S_IMODE(root.stat().st_mode) == 0o700
     assert stat.S_IMODE((root / "nvidia_container_toolkit.json").stat().st_mode) == 0o600
     assert check([entry(tmp_path)], str(root), run) == {}
     # Recording the same again writes nothing.
-    assert record([entry(tmp_path)], str(root), run, check_mode=False) == []
+    assert record([entry(tmp_path)], str(root), run, check_mode=False) == ([], [])
 
     (tmp_path / "daemon.json").write_text("{}\n")
     why = check([entry(tmp_path)], str(root), run)["nvidia_container_toolkit"]
@@ -56,8 +56,29 @@ def test_a_file_added_in_a_watched_tree_makes_it_stale(tmp_path: Path) -> None:
 
 
 def test_check_mode_records_nothing(tmp_path: Path) -> None:
-    assert record([entry(tmp_path)], str(tmp_path / "r"), run, check_mode=True) == ["nvidia_container_toolkit"]
+    assert record([entry(tmp_path)], str(tmp_path / "r"), run, check_mode=True)[0] == ["nvidia_container_toolkit"]
     assert not (tmp_path / "r").exists()
+
+
+def test_the_diff_says_what_changed_and_shows_no_hash(tmp_path: Path) -> None:
+    (tmp_path / "daemon.json").write_text('{"key": "a secret"}\n')
+    (tmp_path / "snap").mkdir()
+    root = str(tmp_path / "r")
+    _, first = record([entry(tmp_path)], root, run, check_mode=False)
+    path = f"{root}/nvidia_container_toolkit.json"
+    assert first[0]["before_header"] == f"{path} (absent)"
+    assert first[0]["before"] == ""
+    assert f"file {tmp_path / 'daemon.json'}: content=other gid=" in first[0]["after"]
+    (tmp_path / "daemon.json").write_text('{"key": "another secret"}\n')
+    (tmp_path / "snap" / "shard").write_text("x")
+    _, second = record([entry(tmp_path, "b" * 64)], root, run, check_mode=True)
+    assert second[0]["before"].splitlines()[0] == second[0]["after"].splitlines()[0] == "inputs: other settings or code"
+    assert "content=other" in second[0]["after"]
+    assert f"tree {tmp_path / 'snap'}: other files" in second[0]["after"]
+    receipt = (tmp_path / "r" / "nvidia_container_toolkit.json").read_text()
+    hashes = [word.strip('",') for word in receipt.split() if len(word.strip('",')) == 64]
+    assert hashes  # the receipt holds the digest and the file's sha256; the diff holds neither
+    assert not any(h in second[0]["before"] + second[0]["after"] + first[0]["after"] for h in [*hashes, DIGEST])
 
 
 def test_a_corrupt_receipt_is_stale(tmp_path: Path) -> None:
