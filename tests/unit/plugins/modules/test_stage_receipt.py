@@ -64,14 +64,14 @@ def test_the_diff_says_what_changed_and_shows_no_hash(tmp_path: Path) -> None:
     (tmp_path / "daemon.json").write_text('{"key": "a secret"}\n')
     (tmp_path / "snap").mkdir()
     root = str(tmp_path / "r")
-    _, first = record([entry(tmp_path)], root, run, check_mode=False)
+    first = record([entry(tmp_path)], root, run, check_mode=False)[1]
     path = f"{root}/nvidia_container_toolkit.json"
     assert first[0]["before_header"] == f"{path} (absent)"
     assert first[0]["before"] == ""
     assert f"file {tmp_path / 'daemon.json'}: content=other gid=" in first[0]["after"]
     (tmp_path / "daemon.json").write_text('{"key": "another secret"}\n')
     (tmp_path / "snap" / "shard").write_text("x")
-    _, second = record([entry(tmp_path, "b" * 64)], root, run, check_mode=True)
+    second = record([entry(tmp_path, "b" * 64)], root, run, check_mode=True)[1]
     assert second[0]["before"].splitlines()[0] == second[0]["after"].splitlines()[0] == "inputs: other settings or code"
     assert "content=other" in second[0]["after"]
     assert f"tree {tmp_path / 'snap'}: other files" in second[0]["after"]
