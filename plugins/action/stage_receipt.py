@@ -40,7 +40,7 @@ def trusted(value: object) -> object:
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("state", "dir", "roles", "role", "observe", "ignore"))
+    _VALID_ARGS = frozenset(("state", "dir", "roles", "role", "observe", "ignore", "stood"))
 
     def digest(self, name: str, task_vars: dict) -> str:
         """The inputs' digest of a role's receipt: its secrets among them where the role says so
@@ -72,6 +72,14 @@ class ActionModule(ActionBase):
 
         secrets = _role_inputs.receipt_secrets(root, name)
         values = _role_inputs.settings(root, roles, value, secrets=secrets)
+        if _role_inputs.receipt_inputs(root, name):
+            computed = f"__{name}_receipt_inputs"
+            if computed not in task_vars:
+                raise AnsibleActionFail(
+                    f"glm.fleet.stage_receipt: the {name} receipt takes inputs its role computes ({computed}):"
+                    f" it is read at glm.fleet.{name}'s own door, not from another role"
+                )
+            values[computed] = value(computed, None)
         return _role_inputs.inputs_digest(_role_inputs.code_digest(root, roles), values)
 
     def entries(self, args: dict, task_vars: dict) -> list[dict]:
@@ -104,6 +112,15 @@ class ActionModule(ActionBase):
                 "glm.fleet.stage_receipt: ignore (glm_fleet_ignore_receipts) must be true or false;"
                 f" got {args.get('ignore')!r}"
             ) from err
+        stood = args.get("stood") or []
+        if not isinstance(stood, list):
+            raise AnsibleActionFail(f"glm.fleet.stage_receipt: stood must be a list of role names; got {stood!r}")
+        vouched = bool(args.get("roles")) and set(map(str, args["roles"])) <= set(map(str, stood))
+        if state == "check" and not ignore and vouched:
+            # Read at an earlier door of this run, which found every receipt standing: no role has
+            # run on the host since, so they stand still; the host is not contacted again.
+            result.update(changed=False, stale={}, msg="every role's receipt stands (read earlier in this run)")
+            return result
         entries = self.entries(args, task_vars)
         module_args = {"state": state, "receipts": entries, **({"dir": args["dir"]} if args.get("dir") else {})}
         if state == "check" and ignore:  # every role runs, as if no receipt were there; none is read

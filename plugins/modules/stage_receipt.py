@@ -25,7 +25,13 @@ description:
   - Use the action plugin of the same name (it computes the digests); the module takes them given.
   - The action takes C(roles), the roles whose receipts to read. A role's secrets enter its digest where its
     C(vars/main.yml) sets C(__<role>_receipt_secrets=true) (a role that writes one into a file, as the
-    servers' API keys). A role reads its own receipt at its door and ends there (M(ansible.builtin.meta) C(end_role))
+    servers' API keys). What a role computes before its door and no option holds (the scrape targets other
+    hosts published, keys read or generated on the controller) enters its digest where its C(vars/main.yml)
+    names it in C(__<role>_receipt_inputs), a mapping templated at the door; such a receipt is read at that
+    role's door only. With C(stood), the roles whose receipts an earlier door of this run read and found
+    all standing (the preflight's C(preflight_receipts_stood)), the host is not contacted again for them, as
+    no role ran on it since. A role reads its own receipt at its door and ends there
+    (M(ansible.builtin.meta) C(end_role))
     when RV(stale) is empty; with C(ignore=true) (C(glm_fleet_ignore_receipts)) every receipt reads as stale.
 author:
   - glm.fleet contributors (@glm-fleet)

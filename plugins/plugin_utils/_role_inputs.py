@@ -9,8 +9,10 @@ What the host is (its distribution, say) is not an input: a receipt looks at it 
 depends on it (/etc/os-release), so a run with --tags, which gathers no facts, compares the same
 digest. Options marked no_log are left out unless the role asks for them (receipt_secrets): a role
 that only downloads with a secret does not run again for a changed one; a role that writes one into
-a file (the servers' API keys) asks for them, so that a new key reaches the node. They enter the one sha256 over all the
-inputs, which is all that is written (root-only) or shown."""
+a file (the servers' API keys) asks for them, so that a new key reaches the node. A role whose inputs
+include what no option holds (the scrape targets other hosts published, keys generated on the
+controller) names them in `__<role>_receipt_inputs` (receipt_inputs). All enter the one sha256 over
+all the inputs, which is all that is written (root-only) or shown."""
 
 from __future__ import annotations
 
@@ -102,6 +104,16 @@ def receipt_secrets(root: Path, role: str) -> bool:
     path = root / "roles" / role / "vars" / "main.yml"
     data = (load_yaml(path) or {}) if path.is_file() else {}
     return data.get(f"__{role}_receipt_secrets") is True
+
+
+def receipt_inputs(root: Path, role: str) -> bool:
+    """Whether the role's receipt takes inputs the role computes before its door (what no option holds:
+    other hosts' published facts read once, files on the controller): `__<role>_receipt_inputs` in its
+    vars/main.yml, a mapping templated at the door. Such a receipt is read at the role's own door only,
+    where those values are known."""
+    path = root / "roles" / role / "vars" / "main.yml"
+    data = (load_yaml(path) or {}) if path.is_file() else {}
+    return f"__{role}_receipt_inputs" in data
 
 
 def code_digest(root: Path, roles: list[str]) -> str:

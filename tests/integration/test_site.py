@@ -28,6 +28,12 @@ PUBLISH = "Publish this node's servers for the gateway"
 DOOR = "Compare the node with the role's receipt"
 EXPORTERS_DOOR = "Compare the host with the role's receipt"
 PREFLIGHT_DOOR = "Compare the node with the receipts of the roles after the preflight"
+# The doors of the gateway's, Prometheus' and the laptop's roles.
+OTHER_DOORS = (
+    "Compare the gateway with the role's receipt",
+    "Compare the monitoring host with the role's receipt",
+    "Compare the machine with the role's receipt",
+)
 PREFLIGHT_CHECK = "Check the node against what the server needs"
 PREFLIGHT_GPU_READ = "Read the node's GPUs, driver and NVLink fabric"
 SERVER_RECEIPT = "Compare the node with its servers' receipt"
@@ -98,6 +104,20 @@ def assert_the_rerun_did_no_work_twice(runner: Runner, second: Any, gpu_nodes: s
     # (the site cache's host reads the weights' receipt too: glm.fleet.site_cache depends on the role)
     assert [host for host in reads(second, DOOR) if host in gpu_nodes] == sorted(list(gpu_nodes) * 3)
     assert not any(stale(second, DOOR).values())
+    # Those three take the preflight's word that their receipts stand (no role ran on the node since):
+    # none of them asks the node again.
+    said = [e["event_data"]["res"]["msg"] for e in second.events
+            if e.get("event") == "runner_on_ok" and e["event_data"].get("task") == DOOR
+            and e["event_data"]["host"] in gpu_nodes]  # fmt: skip
+    assert said == ["every role's receipt stands (read earlier in this run)"] * (3 * len(gpu_nodes)), said
+    # The gateway, Prometheus and the laptop's profiles end at their doors too: no package read, no
+    # file written or compared past them.
+    for door in OTHER_DOORS:
+        assert stale(second, door), door
+        assert not any(stale(second, door).values()), (door, stale(second, door))
+    assert host_results(second, "Read which of the gateway's packages are missing") == {}
+    assert host_results(second, "Read which of Prometheus' packages are missing") == {}
+    assert host_results(second, "Read the installed Claude Code CLI version") == {}
     assert not any(stale(second, "Compare the site cache with the role's receipt").values())
     fleet = set(stale(second, EXPORTERS_DOOR))
     assert gpu_nodes < fleet

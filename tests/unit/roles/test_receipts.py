@@ -63,6 +63,19 @@ def variables(role: str) -> dict[str, Any]:
             path = REPO / "roles" / name / part / "main.yml"
             if path.is_file():
                 out.update(load(path) or {})
+    if role == "claude_code":  # the directories preflight.yml resolves from the developer's home
+        home = "/home/dev"
+        out.update(
+            ansible_facts={"env": {"HOME": home}},
+            inventory_hostname="laptop-1",
+            group_names=["developer_laptops"],
+            deployment_gateway_url="https://gw.example:8443",
+            claude_code_fleet_ca_cert="-----BEGIN CERTIFICATE-----",
+            claude_code_install_cli=True,
+            __claude_code_root=f"{home}/.config/glm-fleet/claude",
+            __claude_code_bin=f"{home}/.local/bin",
+            __claude_code_prefix=f"{home}/.local",
+        )
     if role == "sglang_server":  # every file it can write: two servers, a key and an environment
         out.update(
             sglang_server_instances=TWO_SERVERS,
@@ -98,6 +111,18 @@ def runs(templar: Templar, task: dict[str, Any], scope: dict[str, Any], context:
         if names <= known and not templar.copy_with_new_env(available_variables=scope).evaluate_conditional(clause):
             return False
     return True
+
+
+def included_loops(role: str) -> dict[str, tuple[str, Any]]:
+    """{tasks file: (loop_var, loop)} for each file the role includes in a loop (a task per profile, say)."""
+    out: dict[str, tuple[str, Any]] = {}
+    for path in sorted((REPO / "roles" / role / "tasks").glob("*.yml")):
+        for task in load(path) or []:
+            include = task.get("ansible.builtin.include_tasks")
+            if include and "loop" in task:
+                name = include["file"] if isinstance(include, dict) else include
+                out[name] = ((task.get("loop_control") or {}).get("loop_var", "item"), task["loop"])
+    return out
 
 
 def writing_tasks(role: str) -> list[tuple[str, dict[str, Any]]]:
@@ -142,10 +167,18 @@ def test_the_receipt_looks_at_every_path_the_role_writes(role: str) -> None:
     whole = [*receipt.get("files", []), *receipt.get("dirs", [])]
     under = [*receipt.get("trees", []), *receipt.get("listings", [])]
     missing = []
+    loops = included_loops(role)
     for name, task in writing_tasks(role):
         if (role, task.get("name")) in TRANSIENT:
             continue
-        for path in rendered_paths(templar, task, context):
+        loop_var, loop = loops.get(name, (None, [None]))
+        items = templar.copy_with_new_env(available_variables=context).template(loop)
+        paths = [
+            path
+            for item in items
+            for path in rendered_paths(templar, task, {**context, **({loop_var: item} if loop_var else {})})
+        ]
+        for path in paths:
             if path not in whole and not any(path == top or path.startswith(top.rstrip("/") + "/") for top in under):
                 missing.append(f"{name}: {task.get('name')}: {path}")
     assert missing == [], f"{role}: paths written but not in __{role}_receipt: {missing}"
@@ -163,5 +196,6 @@ def test_the_weights_receipt_follows_where_the_node_downloads_from(source: str) 
 
 def test_the_roles_with_a_receipt() -> None:
     assert ROLES == [
-        "exporters", "model_weights", "nvidia_container_toolkit", "sglang_image", "sglang_server", "site_cache"
+        "claude_code", "exporters", "gateway", "model_weights", "monitoring", "nvidia_container_toolkit",
+        "sglang_image", "sglang_server", "site_cache",
     ]  # fmt: skip
