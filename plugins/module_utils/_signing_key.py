@@ -26,10 +26,31 @@ def fingerprints(colons: str) -> list[str]:
     return found
 
 
+def primaries(colons: str) -> list[str]:
+    """The fingerprints of the primary keys in `gpg --with-colons --show-keys` output: each `fpr`
+    record that follows a `pub` record (a subkey's follows its `sub`)."""
+    found, record = [], ""
+    for line in colons.splitlines():
+        fields = line.split(":")
+        if fields[0] == "fpr":
+            if record == "pub" and len(fields) > 9 and FINGERPRINT.match(fields[9]):
+                found.append(fields[9])
+        else:
+            record = fields[0]
+    return found
+
+
 def refusal(url: str, found: list[str], wanted: str, variable: str) -> str | None:
-    """Why the key at url is refused, or None when its primary key has the pinned fingerprint."""
-    if found[:1] == [pinned(wanted)]:
+    """Why the key file at url is refused, or None when it holds one primary key, the pinned one
+    (`found`: its primary keys' fingerprints). Every key in the file would reach the keyring, so a
+    second key, pinned one or not, is refused as well."""
+    if found == [pinned(wanted)]:
         return None
+    if len(found) > 1:
+        return (
+            f"the key file at {url} holds {len(found)} keys ({', '.join(found)}); only the pinned"
+            f" {variable}={pinned(wanted)} may be in it; it was not installed"
+        )
     what = found[0] if found else "none (not an OpenPGP key)"
     return (
         f"the key at {url} has the fingerprint {what}, not the pinned {variable}={pinned(wanted)}; it was not installed"

@@ -11,8 +11,10 @@ short_description: Fetch an apt repository's signing key, refuse it unless it ha
 version_added: 0.1.0
 description:
   - Fetches the armored key at O(url) and reads its fingerprints with C(gpg --show-keys) in a
-    throw-away home directory. Unless the primary key's fingerprint is O(fingerprint), fails
-    naming the fingerprint found and O(fingerprint_variable), and writes nothing.
+    throw-away home directory. Unless the file holds exactly one primary key (with its subkeys) and
+    its fingerprint is O(fingerprint), fails naming the fingerprints found and
+    O(fingerprint_variable), and writes nothing; a second key beside the pinned one is refused too,
+    as apt would trust every key of the keyring.
   - Otherwise writes the armored key to O(dest) and its binary form (C(gpg --dearmor)) to
     O(keyring), the file a C(signed-by) option names, each only when its content differs (mode
     C(0644), which apt's unprivileged fetcher reads). Reports changed when it wrote either.
@@ -90,7 +92,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import fetch_url
 
 from ansible_collections.glm.fleet.plugins.module_utils._files import file_diff, read, write_private
-from ansible_collections.glm.fleet.plugins.module_utils._signing_key import fingerprints, refusal, to_write
+from ansible_collections.glm.fleet.plugins.module_utils._signing_key import primaries, refusal, to_write
 
 
 def gpg(module: AnsibleModule, home: str, args: list[str], data: bytes) -> tuple[int, bytes, str]:
@@ -135,7 +137,7 @@ def main() -> None:
     try:
         # Data that is not a key makes gpg fail: that is a key without the pinned fingerprint.
         _rc, listing, _err = gpg(module, home, ["--with-colons", "--show-keys"], armored)
-        found = fingerprints(listing.decode(errors="replace"))
+        found = primaries(listing.decode(errors="replace"))
         why = refusal(p["url"], found, p["fingerprint"], p["fingerprint_variable"])
         if why is not None:
             module.fail_json(msg=why, fingerprint=found[0] if found else "")

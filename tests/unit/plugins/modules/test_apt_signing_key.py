@@ -14,7 +14,13 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.glm.fleet.plugins.module_utils._signing_key import fingerprints, pinned, refusal, to_write
+from ansible_collections.glm.fleet.plugins.module_utils._signing_key import (
+    fingerprints,
+    pinned,
+    primaries,
+    refusal,
+    to_write,
+)
 from ansible_collections.glm.fleet.plugins.modules import apt_signing_key
 
 RunMain = Callable[..., dict[str, Any]]  # the run_main fixture (tests/unit/conftest.py)
@@ -155,6 +161,23 @@ def test_a_key_with_another_fingerprint_is_refused_and_nothing_is_written(
     assert not (tmp_path / "keyring.gpg").exists()
 
 
+def test_a_second_key_beside_the_pinned_one_is_refused_and_nothing_is_written(
+    run_main: RunMain, keys: dict[str, tuple[bytes, str]], served: tuple[str, dict[str, bytes]], tmp_path: Path
+) -> None:
+    """Whoever controls the key's URL appends a key of their own to the pinned one: apt would trust
+    both, so the file is refused whole."""
+    base, files = served
+    for order in (("repo", "other"), ("other", "repo")):
+        files["gpgkey"] = keys[order[0]][0] + keys[order[1]][0]
+        result = run_main(apt_signing_key.main, module_args(f"{base}/gpgkey", keys["repo"][1], tmp_path))
+        assert result["failed"] is True
+        assert result["msg"] == (
+            f"the key file at {base}/gpgkey holds 2 keys ({keys[order[0]][1]}, {keys[order[1]][1]}); only the pinned "
+            f"{VARIABLE}={keys['repo'][1]} may be in it; it was not installed"
+        )
+        assert os.listdir(tmp_path) == []
+
+
 def test_a_page_that_is_not_a_key_is_refused(
     run_main: RunMain, keys: dict[str, tuple[bytes, str]], served: tuple[str, dict[str, bytes]], tmp_path: Path
 ) -> None:
@@ -206,14 +229,28 @@ def test_fingerprints_lists_the_primary_key_first_and_ignores_other_records() ->
     assert fingerprints("") == []
 
 
-def test_refusal_compares_the_primary_key_only() -> None:
+def test_primaries_lists_the_primary_keys_not_their_subkeys() -> None:
+    colons = (
+        "pub:-:255:22:DDCAE044F796ECB0:1:::-:::scESC::::::23::0:\n"
+        "fpr:::::::::C95B321B61E88C1809C4F759DDCAE044F796ECB0:\n"
+        "sub:-:255:18:1111111111111111:1::::::e::::::23:\n"
+        "fpr:::::::::AAAABBBBCCCCDDDDEEEEFFFF0000111122223333:\n"
+        "pub:-:255:22:2222222222222222:1:::-:::scESC::::::23::0:\n"
+        "fpr:::::::::BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB:\n"
+    )
+    assert primaries(colons) == ["C95B321B61E88C1809C4F759DDCAE044F796ECB0", "B" * 40]
+    assert primaries("") == []
+
+
+def test_refusal_takes_the_pinned_key_alone() -> None:
     wanted = "c95b 321b 61e8 8c18 09c4 f759 ddca e044 f796 ecb0"
     assert pinned(wanted) == "C95B321B61E88C1809C4F759DDCAE044F796ECB0"
-    assert refusal("u", ["C95B321B61E88C1809C4F759DDCAE044F796ECB0", "A" * 40], wanted, "v") is None
-    assert refusal("u", ["A" * 40, "C95B321B61E88C1809C4F759DDCAE044F796ECB0"], wanted, "v") == (
+    assert refusal("u", ["C95B321B61E88C1809C4F759DDCAE044F796ECB0"], wanted, "v") is None
+    assert refusal("u", ["A" * 40], wanted, "v") == (
         f"the key at u has the fingerprint {'A' * 40}, not the pinned v=C95B321B61E88C1809C4F759DDCAE044F796ECB0; "
         "it was not installed"
     )
+    assert "holds 2 keys" in (refusal("u", ["C95B321B61E88C1809C4F759DDCAE044F796ECB0", "A" * 40], wanted, "v") or "")
 
 
 def test_to_write_names_the_files_whose_content_differs() -> None:
