@@ -255,3 +255,41 @@ def wait_until_ready(
         if remaining <= 0:
             return result, attempts, clock() - started
         sleep(min(interval, remaining))
+
+
+def summarize(result: dict, attempts: int, waited: float) -> dict:
+    checks = {name: result[name] for name in CHECKS}
+    return {
+        "ready": result["failed_check"] is None,
+        "failed_check": result["failed_check"],
+        "checks": checks,
+        "ttft_ms": result["ttft_ms"],
+        "drift": result.get("drift", []),
+        "server": result.get("server", {}),
+        "attempts": attempts,
+        "waited_s": round(waited, 2),
+    }
+
+
+def probe(params: dict, port: int) -> dict:
+    """The checks against one server of `params` (glm.fleet.sglang_health's options), until ready or
+    `params["timeout"]`; the report, with a `msg` naming the failed check when it is not ready."""
+
+    def option(name: str, default: Any) -> Any:
+        return default if params.get(name) is None else params[name]
+
+    host = option("host", "127.0.0.1")
+    http = Http(host, port, params.get("api_key"), option("request_timeout", 30))
+    expected = {key: value for key, value in (params.get("expected") or {}).items() if value is not None}
+    result, attempts, waited = wait_until_ready(
+        lambda: run_checks(http, params["served_model_name"], expected), option("timeout", 0),
+        option("interval", 0.5),
+    )  # fmt: skip
+    report = summarize(result, attempts, waited)
+    if not report["ready"]:
+        check = report["failed_check"]
+        report["msg"] = (
+            f"SGLang at {host}:{port} is not ready after {report['waited_s']} s: "
+            f"check {check} failed: {report['checks'][check]['detail']}"
+        )
+    return report

@@ -12,13 +12,14 @@ version_added: 0.1.0
 description:
   - The live half of the server stage's plan (roles/sglang_server/tasks/plan.yml) in one task. For the
     servers whose unit, keys and environment would not change, reads systemd's view of their units
-    (C(systemctl show)) and runs one round of M(glm.fleet.sglang_health) on each, with no wait; then
+    (C(systemctl show)) and runs one round of M(glm.fleet.sglang_health)'s checks on each, all servers at
+    once and with no wait; then
     works out the reasons for the rolling restart (the filter C(glm.fleet.rollout_reasons)) and names the
     group the node joins, O(rollout_group) when there is one, else O(steady_group) (RV(join_group)), for
     an M(ansible.builtin.group_by) task to join.
   - Read-only, also in check mode. A server that does not serve is a reason, not a failure.
-  - Runs as an action plugin on the controller, which runs the two reads as modules on the node; this
-    file only documents it.
+  - An action plugin on the controller checks the arguments and works out the reasons; the reads run
+    on the node in one run of this module.
 author:
   - glm.fleet contributors (@glm-fleet)
 options:
@@ -41,10 +42,25 @@ options:
     type: dict
   probe:
     description:
-      - Arguments of M(glm.fleet.sglang_health) for every server (C(host), C(api_key), C(served_model_name),
-        C(expected)); the port is each server's own. An empty C(api_key) is left out.
+      - Arguments of M(glm.fleet.sglang_health) for every server; the port is each server's own. An empty
+        O(probe.api_key) is left out.
     type: dict
     required: true
+    suboptions:
+      host:
+        description: M(glm.fleet.sglang_health)'s O(glm.fleet.sglang_health#module:host), the same for every server.
+        type: str
+      api_key:
+        description: M(glm.fleet.sglang_health)'s O(glm.fleet.sglang_health#module:api_key), the same for every server.
+        type: str
+      served_model_name:
+        description: M(glm.fleet.sglang_health)'s O(glm.fleet.sglang_health#module:served_model_name).
+        type: str
+        required: true
+      expected:
+        description: M(glm.fleet.sglang_health)'s O(glm.fleet.sglang_health#module:expected).
+        type: dict
+        default: {}
   rollout_group:
     description: The group of the nodes that go through the rolling restart.
     type: str
@@ -102,7 +118,19 @@ reasons:
   elements: str
 """
 
+from concurrent.futures import ThreadPoolExecutor
+
 from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.glm.fleet.plugins.module_utils._sglang_health import probe
+
+SHOW = "--property=Id,LoadState,ActiveState,UnitFileState,NeedDaemonReload"
+PROBE = {
+    "host": {"type": "str"},
+    "api_key": {"type": "str", "no_log": True},
+    "served_model_name": {"type": "str", "required": True},
+    "expected": {"type": "dict", "default": {}},
+}
 
 
 def main() -> None:
@@ -112,13 +140,26 @@ def main() -> None:
             "changed": {"type": "list", "elements": "str", "default": []},
             "host": {"type": "dict", "default": {}},
             "snapshot": {"type": "dict"},
-            "probe": {"type": "dict", "required": True},
+            "probe": {"type": "dict", "required": True, "options": PROBE},
             "rollout_group": {"type": "str", "required": True},
             "steady_group": {"type": "str", "required": True},
         },
         supports_check_mode=True,
     )
-    module.fail_json(msg="glm.fleet.server_plan runs as an action plugin on the controller")
+    changed = set(module.params["changed"])
+    unchanged = [server for server in module.params["servers"] if server["name"] not in changed]
+    systemd = ""
+    if unchanged:
+        units = [f"{server['name']}.service" for server in unchanged]
+        rc, out, err = module.run_command(["systemctl", "show", SHOW, *units])
+        if rc != 0:
+            module.fail_json(msg=f"systemctl show failed: {err.strip() or out.strip() or rc}")
+        systemd = out
+    # One round of checks per server, no wait; the servers answer at once rather than one by one.
+    params = {**module.params["probe"], "timeout": 0}
+    with ThreadPoolExecutor(max_workers=max(len(unchanged), 1)) as pool:
+        health = list(pool.map(lambda server: probe(params, server["port"]), unchanged))
+    module.exit_json(changed=False, systemd=systemd, health=health)
 
 
 if __name__ == "__main__":

@@ -150,26 +150,7 @@ waited_s:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.glm.fleet.plugins.module_utils._sglang_health import (
-    CHECKS,
-    Http,
-    run_checks,
-    wait_until_ready,
-)
-
-
-def summarize(result: dict, attempts: int, waited: float) -> dict:
-    checks = {name: result[name] for name in CHECKS}
-    return {
-        "ready": result["failed_check"] is None,
-        "failed_check": result["failed_check"],
-        "checks": checks,
-        "ttft_ms": result["ttft_ms"],
-        "drift": result.get("drift", []),
-        "server": result.get("server", {}),
-        "attempts": attempts,
-        "waited_s": round(waited, 2),
-    }
+from ansible_collections.glm.fleet.plugins.module_utils._sglang_health import probe
 
 
 def main() -> None:
@@ -186,20 +167,9 @@ def main() -> None:
         },
         supports_check_mode=True,
     )
-    p = module.params
-    http = Http(p["host"], p["port"], p["api_key"], p["request_timeout"])
-    expected = {key: value for key, value in p["expected"].items() if value is not None}
-    result, attempts, waited = wait_until_ready(
-        lambda: run_checks(http, p["served_model_name"], expected), p["timeout"], p["interval"]
-    )
-    report = summarize(result, attempts, waited)
+    report = probe(module.params, module.params["port"])
     if not report["ready"]:
-        check = report["failed_check"]
-        module.fail_json(
-            msg=f"SGLang at {p['host']}:{p['port']} is not ready after {report['waited_s']} s: "
-            f"check {check} failed: {report['checks'][check]['detail']}",
-            **report,
-        )
+        module.fail_json(**report)
     module.exit_json(changed=False, **report)
 
 

@@ -65,8 +65,3 @@ def parse(args: Mapping[str, Any]) -> Plan:
         tuple(dict(s) for s in servers), tuple(changed), dict(host), dict(snapshot) if snapshot else None,
         {key: value for key, value in probe.items() if value not in (None, "")}, str(groups[0]), str(groups[1]),
     )  # fmt: skip
-
-
-def units(plan: Plan) -> list[str]:
-    """The systemd units of the servers looked at live."""
-    return [f"{server['name']}.service" for server in plan.unchanged]

@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from ansible_collections.glm.fleet.plugins.module_utils import _sglang_health as sh
-from ansible_collections.glm.fleet.plugins.modules import sglang_health
 
 SERVED = "zai-org/GLM-5.3-Flash"
 EXPECTED = {
@@ -186,7 +185,7 @@ def test_drift_is_not_waited_for() -> None:
 
 def test_module_summary_names_each_check_in_order() -> None:
     result = sh.run_checks(FakeServer(), SERVED, EXPECTED)
-    report = sglang_health.summarize(result, attempts=2, waited=1.234)
+    report = sh.summarize(result, attempts=2, waited=1.234)
     assert report["ready"] is True
     assert list(report["checks"]) == list(sh.CHECKS)
     assert report["waited_s"] == 1.23
