@@ -15,6 +15,7 @@ from ansible_collections.glm.fleet.plugins.module_utils._docker_api import Docke
 COMMIT_RE = re.compile(r"[0-9a-f]{40}")
 REPO_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 DIGITS_RE = re.compile(r"[0-9]+")
+API_KEY_RE = re.compile(r"[A-Za-z0-9_-]{32,128}")
 
 
 def pinned_image(value: object) -> bool:
@@ -36,6 +37,12 @@ def commit_id(value: object) -> bool:
 def repo_id(value: object) -> bool:
     """A Hub repository id, ORG/NAME."""
     return isinstance(value, str) and REPO_ID_RE.fullmatch(value) is not None
+
+
+def api_key(value: object) -> bool:
+    """A key a client sends as a bearer token and nginx holds in its configuration: 32 to 128
+    letters, digits, _ or - (no quote, $, ; or space to break a directive, no guessable short key)."""
+    return isinstance(value, str) and API_KEY_RE.fullmatch(value) is not None
 
 
 def whole(value: object) -> int | None:

@@ -126,8 +126,10 @@ class HashPipe:
 
 
 def stat_key(path: Path) -> dict[str, int]:
+    """What quick verification trusts a file by. The change time is among them: a byte written in
+    place with the mtime put back (os.utime) still moves it, and only the kernel sets it."""
     st = path.stat()
-    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ino": st.st_ino}
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns, "ino": st.st_ino}
 
 
 def load_records(state_file: Path) -> dict[str, dict]:
@@ -195,7 +197,7 @@ def no_space_message(err: OSError, where: Path, entry: Entry, free: int) -> str 
 def local_status(paths: Paths, entry: Entry, record: dict | None, full: bool) -> tuple[str, dict | None]:
     """'ok', 'missing', 'corrupt' or 'size' for one file, and a fresh verification record when hashed.
 
-    A file whose size, mtime and inode match its last verification is trusted unless `full`.
+    A file whose size, mtime, change time and inode match its last verification is trusted unless `full`.
     """
     link = paths.link(entry)
     if not link.exists():

@@ -49,8 +49,8 @@ def dir_state(path: str) -> dict | None:
 
 
 def tree_state(root: str) -> str | None:
-    """One sha256 over every regular file under `root` (links followed): its path, size, mtime and
-    inode, as a quick verification trusts them; None when `root` is not a directory."""
+    """One sha256 over every regular file under `root` (links followed): its path, size, mtime, change
+    time and inode, as a quick verification trusts them; None when `root` is not a directory."""
     if not os.path.isdir(root):
         return None
     digest = hashlib.sha256()
@@ -63,7 +63,8 @@ def tree_state(root: str) -> str | None:
             except FileNotFoundError:  # a dangling link: its name is what is recorded
                 digest.update(f"{os.path.relpath(path, root)}\0dangling\n".encode())
                 continue
-            digest.update(f"{os.path.relpath(path, root)}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}\n".encode())
+            line = f"{os.path.relpath(path, root)}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}\n"
+            digest.update(line.encode())
     return digest.hexdigest()
 
 

@@ -24,7 +24,7 @@ description:
     C(manifest_sha256) return value), never from the mirror; a forged manifest or file is refused.
   - Every file is verified after its download, LFS files by sha256 (the Hub's LFS oid), the
     others by their git blob id; a file that does not verify is removed and fetched again.
-    Verified files are recorded (size, mtime, inode) in O(state_dir), so later runs do not hash
+    Verified files are recorded (size, mtime, change time, inode) in O(state_dir), so later runs do not hash
     320 GB again unless O(verify=full).
   - The action plugin of the same name runs the steps (C(plan), then C(fetch) file by file with a
     progress line per file, then C(finalize)); use the module through it, as the role does.
@@ -110,7 +110,7 @@ options:
     default: ""
   verify:
     description:
-      - C(quick) trusts files whose size, mtime and inode match their last verification.
+      - C(quick) trusts files whose size, mtime, change time and inode match their last verification.
       - C(full) hashes every file.
     type: str
     choices: [quick, full]

@@ -14,8 +14,8 @@ description:
     when the whole role ran. It holds the digest of the role's inputs (its code and its settings for
     this host; the action plugin computes it on the controller) and a look at what the role manages
     (files by sha256, mode and owner; directories by mode and owner; packages by version and hold;
-    systemd units by enablement and state; images by id; trees of files by path, size, mtime and
-    inode; directory listings).
+    systemd units by enablement and state; images by id; trees of files by path, size, mtime, change
+    time and inode; directory listings).
   - With O(state=check), for each role, the receipt is read and the same things are looked at again;
     a role whose receipt is missing, has another digest, or whose look finds anything different is
     stale, with the reason. A role ends at its door where its receipt stands, so a converged host spends

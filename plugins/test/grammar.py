@@ -16,4 +16,5 @@ class TestModule:
             "repo_id": _grammar.repo_id,
             "port": _grammar.port,
             "gpu_list": _grammar.gpu_list,
+            "api_key": _grammar.api_key,
         }

@@ -426,8 +426,9 @@ os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
 def test_the_scheduled_full_verification_names_a_flipped_byte_and_changes_nothing(runner: Runner) -> None:
-    """A byte flipped in place with its mtime put back passes the routine (quick) check; the full
-    verification playbook fails on that node only, naming the file, with nothing changed."""
+    """A byte flipped in place with its mtime put back: the full verification playbook fails on that
+    node only, naming the file, with nothing changed. (The routine quick check sees the change time
+    move: tests/unit/plugins/modules/test_hf_snapshot.py.)"""
     shard = "model-00004-of-00004.safetensors"
     path = f"/var/lib/glm-fleet/huggingface/hub/models--zai-org--GLM-5.3-Flash/snapshots/{REVISION}/{shard}"
     node_exec("gpu-1", "python3", "-c", FLIP, path)

@@ -63,9 +63,20 @@ def test_repo_id() -> None:
     assert not g.repo_id("zai-org/GLM-5.3-Flash\n")
 
 
+@pytest.mark.parametrize(
+    ("value", "fits"),
+    [("b289b2bebfa72f911345651e5a1a6dd4fc004829f5fb7f1e", True), ("sk-" + "A_z-9" * 7, True), ("a" * 128, True),
+     ("a" * 31, False), ("a" * 129, False), ("a" * 40 + "\n", False), ("a" * 40 + "$x", False),
+     ('a' * 40 + '"', False), ("a" * 40 + ";", False), ("a" * 20 + " " + "a" * 20, False), ("é" * 40, False),
+     (12345678901234567890123456789012345, False), (None, False)],
+)  # fmt: skip
+def test_api_key(value: object, fits: bool) -> None:
+    assert g.api_key(value) is fits
+
+
 def test_no_role_keeps_a_pattern_of_its_own_for_these_values() -> None:
-    """The image, commit and port grammars live in one file; the roles call them by name."""
-    patterns = ("@sha256:[0-9a-f]{64}", "[0-9a-f]{40}", "<= 65535")
+    """The image, commit, port and key grammars live in one file; the roles call them by name."""
+    patterns = ("@sha256:[0-9a-f]{64}", "[0-9a-f]{40}", "<= 65535", "{32,128}")
     for path in Path(REPO / "roles").glob("*/tasks/*.yml"):
         text = path.read_text()
         assert not [p for p in patterns if p in text], path

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from http.server import ThreadingHTTPServer
 from pathlib import Path
@@ -138,6 +139,21 @@ def test_local_status_verifies_then_trusts_the_record_until_the_file_changes(tmp
     data = bytearray(blob.read_bytes())
     data[10] ^= 0xFF
     blob.write_bytes(bytes(data))  # same size, new mtime
+    assert local.local_status(paths, entry, record, full=False)[0] == "corrupt"
+
+
+def test_local_status_sees_a_byte_written_in_place_with_its_mtime_put_back(tmp_path: Path) -> None:
+    paths = local.Paths(tmp_path, REPO_ID, REV)
+    entry = make_file(paths, "model.safetensors", b"weights" * 100, lfs=True)
+    status, record = local.local_status(paths, entry, None, full=False)
+    assert status == "ok"
+    blob = paths.blob(entry)
+    st = blob.stat()
+    time.sleep(0.01)
+    with blob.open("r+b") as f:
+        f.seek(10)
+        f.write(b"X")
+    os.utime(blob, ns=(st.st_atime_ns, st.st_mtime_ns))  # size, mtime and inode as recorded
     assert local.local_status(paths, entry, record, full=False)[0] == "corrupt"
 
 
