@@ -124,6 +124,17 @@ def test_a_developer_key_opens_the_serving_routes_and_nothing_else(gateway: dict
     assert call("/v1/messages", server_key) == "401"
     for admin in ("/flush_cache", "/update_weights_from_disk", "/get_server_info", "/workers", "/start_profile"):
         assert call(admin, key) == "404", admin
+    # Claude Code's own path (a query string), and a path nginx normalises to a served route: the router
+    # gets the route as matched, not the raw URI.
+    assert call("/v1/messages?beta=true", key) == "200"
+    assert call("/v1//messages", key) == "200"
+    assert call("/v1/./chat/completions", key) == "200"
+
+
+def test_the_gateway_does_not_tell_its_version(gateway: dict[str, Any]) -> None:
+    script = f"curl -s -k -D - -o /dev/null https://{lab.SITE_CACHE_ADDRESS}/no-such-route"  # headers only
+    headers = in_node(LAPTOP, "bash", "-c", script).lower()
+    assert "server: nginx\r" in headers, headers
 
 
 def test_removing_a_developer_revokes_the_key_without_restarting_anything(
