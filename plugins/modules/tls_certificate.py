@@ -38,13 +38,13 @@ options:
     elements: str
     required: true
   ca_days:
-    description: Validity of a new CA, in days.
+    description: Validity of a new CA, in days; at most 1095 (three years).
     type: int
-    default: 3650
+    default: 1095
   days:
-    description: Validity of a new server certificate, in days.
+    description: Validity of a new server certificate, in days; at most 365, and renewed 30 days before it expires.
     type: int
-    default: 397
+    default: 365
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - glm.fleet.attributes
@@ -154,6 +154,10 @@ def apply(params: dict, paths: dict[str, str]) -> None:
         write_private(paths["cert"], cert, 0o644)
 
 
+MAX_CA_DAYS = 1095  # a site CA lives at most three years
+MAX_DAYS = 365  # a server certificate at most a year
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
@@ -161,8 +165,8 @@ def main() -> None:
             "ca_name": {"type": "str", "default": "glm.fleet site CA"},
             "name": {"type": "str", "required": True},
             "names": {"type": "list", "elements": "str", "required": True},
-            "ca_days": {"type": "int", "default": 3650},
-            "days": {"type": "int", "default": 397},
+            "ca_days": {"type": "int", "default": 1095},
+            "days": {"type": "int", "default": 365},
         },
         supports_check_mode=True,
     )
@@ -173,6 +177,9 @@ def main() -> None:
         module.fail_json(msg=f"name must be letters, digits, ., _ and -; got: {params['name']!r}")
     if not params["names"]:
         module.fail_json(msg="names must list the server's host names or addresses")
+    for option, longest in (("ca_days", MAX_CA_DAYS), ("days", MAX_DAYS)):
+        if not 31 <= params[option] <= longest:
+            module.fail_json(msg=f"{option} must be 31 to {longest} days; got: {params[option]}")
     paths, todo = plan(params)
     shown = {"diff": diff(params, paths, todo)} if todo and module._diff else {}
     if todo and not module.check_mode:

@@ -5,14 +5,18 @@ from __future__ import annotations
 import ssl
 import stat
 from pathlib import Path
+from typing import Any
+
+from cryptography import x509
 
 from ansible_collections.glm.fleet.plugins.module_utils import _tls
+from ansible_collections.glm.fleet.plugins.modules import tls_certificate
 from ansible_collections.glm.fleet.plugins.modules.tls_certificate import apply, diff, plan
 
 
 def params(tmp_path: Path, names: list[str]) -> dict:
     return {"ca_dir": str(tmp_path / "ca"), "ca_name": "test CA", "name": "gw", "names": names,
-            "ca_days": 3650, "days": 397}  # fmt: skip
+            "ca_days": 1095, "days": 365}  # fmt: skip
 
 
 def test_a_new_ca_signs_a_certificate_that_python_ssl_trusts(tmp_path: Path) -> None:
@@ -65,9 +69,9 @@ def test_the_diff_shows_which_files_change_and_never_a_key(tmp_path: Path) -> No
     paths, todo = plan(p)
     first = diff(p, paths, todo)
     assert first["before"] == "".join(f"{paths[w]}: absent\n" for w in ("ca_key", "ca_cert", "key", "cert"))
-    assert f"{paths['ca_cert']}: a new CA certificate CN=test CA, valid 3650 days\n" in first["after"]
+    assert f"{paths['ca_cert']}: a new CA certificate CN=test CA, valid 1095 days\n" in first["after"]
     assert (
-        f"{paths['cert']}: a new certificate signed by the site CA, names 10.0.0.5, valid 397 days\n" in first["after"]
+        f"{paths['cert']}: a new certificate signed by the site CA, names 10.0.0.5, valid 365 days\n" in first["after"]
     )
     apply(p, paths)
     p["names"] = ["10.0.0.5", "gw.example.internal"]
@@ -85,3 +89,23 @@ def test_the_diff_shows_which_files_change_and_never_a_key(tmp_path: Path) -> No
     for name in ("ca.key", "gw.key"):
         key_lines = (tmp_path / "ca" / name).read_text().splitlines()[1:-1]  # the key's base64
         assert not [line for line in key_lines if line in shown], name
+
+
+def test_lifetimes_beyond_three_years_and_a_year_are_refused_before_anything_is_written(
+    tmp_path: Path, run_main: Any
+) -> None:
+    args = {"ca_dir": str(tmp_path / "ca"), "name": "gw", "names": ["10.0.0.5"]}
+    for option, value, longest in (("ca_days", 3650, 1095), ("days", 397, 365), ("days", 0, 365)):
+        out = run_main(tls_certificate.main, {**args, option: value})
+        assert out["failed"] is True
+        assert out["msg"] == f"{option} must be 31 to {longest} days; got: {value}"
+    assert not (tmp_path / "ca").exists()
+
+
+def test_by_default_the_ca_lives_three_years_and_a_certificate_one(tmp_path: Path, run_main: Any) -> None:
+    out = run_main(tls_certificate.main, {"ca_dir": str(tmp_path / "ca"), "name": "gw", "names": ["10.0.0.5"]})
+    assert out["failed"] is False, out
+    ca = x509.load_pem_x509_certificate(Path(out["ca_cert"]).read_bytes())
+    cert = x509.load_pem_x509_certificate(Path(out["cert"]).read_bytes())
+    assert (ca.not_valid_after_utc - ca.not_valid_before_utc).days <= 1095
+    assert (cert.not_valid_after_utc - cert.not_valid_before_utc).days <= 365
