@@ -156,7 +156,10 @@ def stream_chat(
                 return sample
             usage = event.get("usage") or usage
             choices = event.get("choices") or []
-            if choices and (choices[0].get("delta") or {}).get("content"):
+            delta = (choices[0].get("delta") or {}) if choices else {}
+            # A thinking model (GLM-5.3 under --reasoning-parser) streams its first tokens as
+            # reasoning_content: they are tokens, and the first of them is the time to first token.
+            if delta.get("content") or delta.get("reasoning_content"):
                 now = clock()
                 if chunks == 0:
                     sample["ttft"] = now - start
