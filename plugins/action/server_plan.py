@@ -4,7 +4,8 @@
 The arguments checked here; for the servers that would not change, systemd's view of their units and
 one round of glm.fleet.sglang_health's checks on each, all in one run of the module of the same name
 on the node; then the reasons for the rolling restart (glm.fleet.rollout_reasons) and the group the
-node joins, as group_by would.
+node joins, as group_by would; with `image`, the SGLang release that image holds, read on the node
+in the same run.
 The result has the looped shape of a health round (`results`, one per server probed, each with its
 `__sglang_server_instance`), so the fleet report reads it as it reads its own round."""
 
@@ -19,7 +20,9 @@ from ansible_collections.glm.fleet.plugins.plugin_utils import _server_plan
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("servers", "changed", "host", "snapshot", "probe", "rollout_group", "steady_group"))
+    _VALID_ARGS = frozenset(
+        ("servers", "changed", "host", "snapshot", "probe", "rollout_group", "steady_group", "image")
+    )
 
     def run(self, tmp: str | None = None, task_vars: dict | None = None) -> dict:
         task_vars = task_vars or {}
@@ -31,7 +34,7 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail(f"glm.fleet.server_plan: {err}") from err
         args = {  # the node half needs neither the stat results nor the snapshot
             "servers": list(plan.servers), "changed": list(plan.changed), "probe": plan.probe,
-            "rollout_group": plan.rollout_group, "steady_group": plan.steady_group,
+            "rollout_group": plan.rollout_group, "steady_group": plan.steady_group, "image": plan.image,
         }  # fmt: skip
         read = self._execute_module(module_name="glm.fleet.server_plan", module_args=args, task_vars=task_vars)
         if read.get("failed"):
@@ -53,6 +56,8 @@ class ActionModule(ActionBase):
             systemd=systemd,
             reasons=reasons,
             join_group=plan.rollout_group if reasons else plan.steady_group,
+            image_sglang_version=read.get("image_sglang_version"),
+            image_error=read.get("image_error", ""),
             msg="; ".join(reasons) or "every server runs as configured and serves",
         )
         return result

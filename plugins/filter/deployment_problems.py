@@ -8,7 +8,7 @@ import json
 import re
 from collections.abc import Callable
 
-from ansible_collections.glm.fleet.plugins.module_utils._grammar import commit_id, pinned_image, repo_id
+from ansible_collections.glm.fleet.plugins.module_utils._grammar import commit_id, pinned_image, release, repo_id
 
 DOCUMENTATION = r"""
 ---
@@ -51,6 +51,7 @@ SIZES = ("deployment_tp_size", "deployment_ep_size", "deployment_context_length"
 # Each text setting: whether a value fits (a full match), and the rule the message states.
 GRAMMARS: dict[str, tuple[Callable[[str], bool], str]] = {
     "deployment_image": (pinned_image, "must be pinned by digest, NAME[:TAG]@sha256:<64 hex>"),
+    "deployment_sglang_version": (release, "must be a release as Python packaging writes it, like 0.5.23"),
     "deployment_model_repo_id": (repo_id, "must be ORG/NAME (letters, digits, . _ -)"),
     "deployment_model_revision": (
         commit_id,

@@ -53,6 +53,7 @@ COLUMNS = [
     ("latency_ms", "latency ms"),
     ("ttft_ms", "TTFT ms"),
     ("served_model", "served model"),
+    ("sglang", "SGLang"),
     ("revision", "revision"),
     ("drift", "drift"),
 ]
@@ -82,6 +83,7 @@ def row(node: str, result: Any, instance: dict[str, Any] | None = None) -> dict[
         "latency_ms": latency,
         "ttft_ms": result.get("ttft_ms"),
         "served_model": server.get("served_model_name"),
+        "sglang": server.get("version"),
         "revision": server.get("revision"),
         "drift": "; ".join(result.get("drift") or []),
     }

@@ -16,6 +16,8 @@ COMMIT_RE = re.compile(r"[0-9a-f]{40}")
 REPO_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 DIGITS_RE = re.compile(r"[0-9]+")
 API_KEY_RE = re.compile(r"[A-Za-z0-9_-]{32,128}")
+# A release as Python packaging writes it: 0.5.23, 0.5.23.post1, 0.5.24rc0, 0.5.23+cu129.
+RELEASE_RE = re.compile(r"[0-9]+(\.[0-9]+)+([.+-]?[A-Za-z0-9]+)*")
 
 
 def pinned_image(value: object) -> bool:
@@ -43,6 +45,11 @@ def api_key(value: object) -> bool:
     """A key a client sends as a bearer token and nginx holds in its configuration: 32 to 128
     letters, digits, _ or - (no quote, $, ; or space to break a directive, no guessable short key)."""
     return isinstance(value, str) and API_KEY_RE.fullmatch(value) is not None
+
+
+def release(value: object) -> bool:
+    """A package's release, as `importlib.metadata.version()` gives it (0.5.23, 0.5.23.post1)."""
+    return isinstance(value, str) and RELEASE_RE.fullmatch(value) is not None
 
 
 def whole(value: object) -> int | None:

@@ -188,7 +188,8 @@ def words_for(targets: Sequence[Target], model: str, input_tokens: int) -> tuple
     a line through two probe prompts' token counts."""
     counts = []
     for words in (32, 256):
-        sample = stream_chat(targets[0], model, prompt(words, seed=words), 1)
+        # Two tokens: a thinking model's first may be `</think>`, which its parser streams as nothing.
+        sample = stream_chat(targets[0], model, prompt(words, seed=words), 2)
         if not sample["ok"]:
             raise RuntimeError(f"probe request to {targets[0].url} failed: {sample['error']}")
         counts.append(sample["input_tokens"])

@@ -3,8 +3,9 @@
 """Whether an SGLang server really serves: the checks, as functions of a transport and a clock.
 
 `/health` answers 200 while generation can hang, so readiness here means a generated token over
-the OpenAI and the Anthropic APIs, and the server's own view of its arguments matching what the
-inventory expects.
+the OpenAI and the Anthropic APIs, a tool call that Claude Code can run (a `tool_use` block with
+typed input, streamed and not), and the server's own view of its arguments matching what the
+inventory expects. GLM-5.3 always thinks first: a token of reasoning is a generated token.
 """
 
 from __future__ import annotations
@@ -17,9 +18,23 @@ from typing import Any, Callable, Iterable
 
 from ansible.module_utils.urls import open_url
 
-CHECKS = ("tcp", "health", "health_generate", "models", "chat", "messages", "server_info")
-COMPARED = ("model_path", "revision", "served_model_name", "tp_size", "ep_size", "context_length")
+CHECKS = ("tcp", "health", "health_generate", "models", "chat", "messages", "tool_use", "server_info")
+COMPARED = ("version", "model_path", "revision", "served_model_name", "tp_size", "ep_size", "context_length")
 PROMPT = "Reply with one word: ready?"
+# The tool_use check: a tool forced by tool_choice, with a boolean and an integer to come back typed.
+TOOL = {
+    "name": "glm_fleet_health",
+    "description": "Report that the server is ready and how many requests it can take.",
+    "input_schema": {
+        "type": "object",
+        "properties": {"ready": {"type": "boolean"}, "requests": {"type": "integer"}},
+        "required": ["ready", "requests"],
+    },
+}
+# The model thinks before it calls the tool (GLM-5.3's reasoning cannot be turned off).
+TOOL_MAX_TOKENS = 1024
+REASONING_PARSER = "start the server with --reasoning-parser glm45"
+TOOL_CALL_PARSER = "start the server with --tool-call-parser glm47"
 
 
 class CheckFailed(Exception):
@@ -34,9 +49,11 @@ def models_detail(body: Any, served: str) -> str:
 
 
 def chat_text(body: Any) -> str:
+    """The completion's answer, else its reasoning (a thinking model's first tokens)."""
     try:
-        text = body["choices"][0]["message"]["content"] or ""
-    except (KeyError, IndexError, TypeError) as err:
+        message = body["choices"][0]["message"]
+        text = message.get("content") or message.get("reasoning_content") or ""
+    except (KeyError, IndexError, TypeError, AttributeError) as err:
         raise CheckFailed(f"not a chat completion: {json.dumps(body)[:200]}") from err
     if not text.strip():
         raise CheckFailed("the chat completion generated no text")
@@ -61,26 +78,84 @@ def sse_events(lines: Iterable[str]) -> Iterable[tuple[str, Any]]:
         yield event, json.loads("\n".join(data))
 
 
-def anthropic_stream_text(events: Iterable[tuple[str, Any]], on_first_token: Callable[[], None]) -> str:
-    """The text of an Anthropic Messages stream; checks the event order Claude Code relies on."""
+def anthropic_stream(events: Iterable[tuple[str, Any]], on_first_token: Callable[[], None]) -> dict:
+    """An Anthropic Messages stream read into the message it builds (content blocks, stop_reason),
+    as the SDK does; checks the event order Claude Code relies on. A block's first text or thinking
+    delta is a token."""
     seen: list[str] = []
-    text = []
+    message: dict = {"content": [], "stop_reason": None}
+    partial: dict[int, list[str]] = {}
+    tokens = 0
     for name, data in events:
         kind = data.get("type") if isinstance(data, dict) else None
         if kind != name:
             raise CheckFailed(f"event {name!r} carries data of type {kind!r}")
         seen.append(name)
-        if name == "content_block_delta" and data.get("delta", {}).get("type") == "text_delta":
-            if not text:
-                on_first_token()
-            text.append(data["delta"]["text"])
         if name == "error":
             raise CheckFailed(f"stream error: {json.dumps(data)[:200]}")
+        if name == "content_block_start":
+            message["content"].append(dict(data.get("content_block") or {}))
+        elif name == "content_block_delta":
+            block = message["content"][-1] if message["content"] else {}
+            delta = data.get("delta") or {}
+            field = {"text_delta": "text", "thinking_delta": "thinking"}.get(delta.get("type"))
+            if field:
+                if tokens == 0:
+                    on_first_token()
+                tokens += 1
+                block[field] = block.get(field, "") + delta.get(field, "")
+            elif delta.get("type") == "input_json_delta":
+                partial.setdefault(len(message["content"]) - 1, []).append(delta.get("partial_json", ""))
+        elif name == "message_delta":
+            message["stop_reason"] = (data.get("delta") or {}).get("stop_reason")
     if not seen or seen[0] != "message_start" or seen[-1] != "message_stop":
         raise CheckFailed(f"stream did not run message_start ... message_stop: {seen}")
-    if not "".join(text).strip():
+    for index, pieces in partial.items():
+        try:
+            message["content"][index]["input"] = json.loads("".join(pieces) or "{}")
+        except ValueError as err:
+            raise CheckFailed(f"a tool_use block's streamed input is not JSON: {''.join(pieces)[:200]!r}") from err
+    return message
+
+
+def generated_text(message: dict) -> str:
+    """The text a message generated: its answer, else its thinking."""
+    blocks = message.get("content") or []
+    text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+    thinking = "".join(b.get("thinking", "") for b in blocks if b.get("type") == "thinking")
+    if not (text or thinking).strip():
         raise CheckFailed("the message stream generated no text")
-    return "".join(text)
+    return text or thinking
+
+
+def tool_use_detail(message: Any, how: str) -> str:
+    """What Claude Code needs of a forced call of TOOL: one tool_use block with the input typed by
+    the tool's schema, stop_reason tool_use, and no raw GLM markup left in the text."""
+    if not isinstance(message, dict) or not isinstance(message.get("content"), list):
+        raise CheckFailed(f"{how}: not a message: {json.dumps(message)[:200]}")
+    blocks = message["content"]
+    text = "".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
+    if "</think>" in text or "<think>" in text:
+        raise CheckFailed(f"{how}: GLM's thinking came back as text ({text[:80]!r}): {REASONING_PARSER}")
+    calls = [b for b in blocks if b.get("type") == "tool_use"]
+    if not calls:
+        raise CheckFailed(
+            f"{how}: a forced call of {TOOL['name']} came back as text, not tool_use ({text[:80]!r}): "
+            + TOOL_CALL_PARSER
+        )
+    call = calls[0]
+    got = call.get("input")
+    if len(calls) != 1 or call.get("name") != TOOL["name"] or not isinstance(got, dict):
+        raise CheckFailed(f"{how}: expected one tool_use of {TOOL['name']}, got {json.dumps(calls)[:200]}")
+    ready, requests = got.get("ready"), got.get("requests")
+    if not isinstance(ready, bool) or not isinstance(requests, int) or isinstance(requests, bool):
+        raise CheckFailed(
+            f"{how}: tool_use input is not typed by the tool's schema (ready: boolean, requests: integer): "
+            + json.dumps(got)[:200]
+        )
+    if message.get("stop_reason") != "tool_use":
+        raise CheckFailed(f"{how}: stop_reason is {message.get('stop_reason')!r}, not 'tool_use'")
+    return f"{how}: {TOOL['name']}({json.dumps(got)})"
 
 
 def drift(info: Any, expected: dict) -> list[str]:
@@ -181,10 +256,22 @@ def run_checks(http: Any, served: str, expected: dict, clock: Callable[[], float
     def messages() -> str:
         body = {"model": served, "max_tokens": 8, "stream": True, "messages": [{"role": "user", "content": PROMPT}]}
         started = clock()
-        text = anthropic_stream_text(
+        message = anthropic_stream(
             sse_events(http.post_stream("/v1/messages", body)), lambda: ttft.append(clock() - started)
         )
-        return "streamed: " + text[:60]
+        return "streamed: " + generated_text(message)[:60]
+
+    def tool_use() -> str:
+        body = {
+            "model": served, "max_tokens": TOOL_MAX_TOKENS, "tools": [TOOL],
+            "tool_choice": {"type": "tool", "name": TOOL["name"]},
+            "messages": [{"role": "user", "content": f"Call {TOOL['name']}: ready, and the requests you can take."}],
+        }  # fmt: skip
+        whole = tool_use_detail(http.post_json("/v1/messages", body), "JSON")
+        streamed = anthropic_stream(
+            sse_events(http.post_stream("/v1/messages", {**body, "stream": True})), lambda: None
+        )
+        return f"{whole}; {tool_use_detail(streamed, 'stream')}"
 
     def server_info() -> str:
         try:
@@ -207,6 +294,7 @@ def run_checks(http: Any, served: str, expected: dict, clock: Callable[[], float
         "models": models,
         "chat": chat,
         "messages": messages,
+        "tool_use": tool_use,
         "server_info": server_info,
     }
     failed = None

@@ -61,6 +61,13 @@ options:
         description: M(glm.fleet.sglang_health)'s O(glm.fleet.sglang_health#module:expected).
         type: dict
         default: {}
+  image:
+    description:
+      - An image on the node, pinned by digest, whose SGLang release to read (RV(image_sglang_version)). In a
+        container of it with no network, the plain C(runc) runtime (no GPU) and no pull, C(python3) asks
+        C(importlib.metadata) for the C(sglang) distribution's version, while the servers are probed.
+      - An image the engine lacks, or a failed read, gives RV(image_sglang_version=null) and RV(image_error).
+    type: str
   rollout_group:
     description: The group of the nodes that go through the rolling restart.
     type: str
@@ -107,6 +114,15 @@ results:
   returned: always
   type: list
   elements: dict
+image_sglang_version:
+  description: The SGLang release O(image) holds; null without O(image) or when the read failed.
+  returned: always
+  type: str
+  sample: 0.5.23
+image_error:
+  description: Why the read of O(image)'s release failed; empty when it did not.
+  returned: always
+  type: str
 systemd:
   description: The output of C(systemctl show) for the units of the servers probed.
   returned: always
@@ -125,6 +141,8 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.glm.fleet.plugins.module_utils._sglang_health import probe
 
 SHOW = "--property=Id,LoadState,ActiveState,UnitFileState,NeedDaemonReload"
+# The release of the image's `sglang` distribution, read without network, GPU or pull.
+RELEASE = "import importlib.metadata as m; print(m.version('sglang'))"
 PROBE = {
     "host": {"type": "str"},
     "api_key": {"type": "str", "no_log": True},
@@ -143,6 +161,7 @@ def main() -> None:
             "probe": {"type": "dict", "required": True, "options": PROBE},
             "rollout_group": {"type": "str", "required": True},
             "steady_group": {"type": "str", "required": True},
+            "image": {"type": "str"},
         },
         supports_check_mode=True,
     )
@@ -155,11 +174,29 @@ def main() -> None:
         if rc != 0:
             module.fail_json(msg=f"systemctl show failed: {err.strip() or out.strip() or rc}")
         systemd = out
-    # One round of checks per server, no wait; the servers answer at once rather than one by one.
+    # One round of checks per server, no wait; the servers answer at once rather than one by one, and
+    # the image's release is read beside them.
     params = {**module.params["probe"], "timeout": 0}
-    with ThreadPoolExecutor(max_workers=max(len(unchanged), 1)) as pool:
+    image = module.params["image"]
+    with ThreadPoolExecutor(max_workers=len(unchanged) + 1) as pool:
+        release = pool.submit(image_release, module, image) if image else None
         health = list(pool.map(lambda server: probe(params, server["port"]), unchanged))
-    module.exit_json(changed=False, systemd=systemd, health=health)
+        version, error = release.result() if release else (None, "")
+    module.exit_json(changed=False, systemd=systemd, health=health, image_sglang_version=version, image_error=error)
+
+
+def image_release(module: AnsibleModule, image: str) -> tuple[str | None, str]:
+    """(the SGLang release the image holds, None) or (None, why the read failed)."""
+    docker = module.get_bin_path("docker")
+    if docker is None:  # a fresh node in check mode: the toolkit stage of the same run installs it
+        return None, "the docker CLI is not installed"
+    argv = [docker, "run", "--rm", "--pull", "never", "--network", "none", "--runtime", "runc"]
+    rc, out, err = module.run_command([*argv, "--entrypoint", "python3", image, "-c", RELEASE])
+    lines = out.strip().splitlines()
+    if rc != 0 or not lines:
+        said = (err.strip() or out.strip()).splitlines()  # a traceback's last line, or the engine's
+        return None, (said[-1] if said else f"exit status {rc}")[-300:]
+    return lines[-1].strip(), ""
 
 
 if __name__ == "__main__":

@@ -15,12 +15,21 @@ description:
     C(health_generate) (C(/health_generate) answers 200, which needs a generated token);
     C(models) (C(/v1/models) lists O(served_model_name)); C(chat) (a real short chat completion on
     C(/v1/chat/completions)); C(messages) (a real streamed Anthropic C(/v1/messages) call, what
-    Claude Code uses, with its time to first token); C(server_info) (the server's own view of its
+    Claude Code uses, with its time to first token); C(tool_use) (Claude Code's loop, a
+    C(/v1/messages) request whose C(tool_choice) forces a tool with a boolean and an integer
+    property, as JSON and streamed, must come back as one C(tool_use) block with input typed by the
+    schema and C(stop_reason) C(tool_use)); C(server_info) (the server's own view of its
     arguments on C(/get_server_info) or C(/server_info) compared with O(expected)).
+  - GLM-5.3 always thinks before it answers, so a short generation may hold only reasoning; the
+    C(chat) and C(messages) checks count reasoning as generated text.
+  - A server started without C(--tool-call-parser glm47) answers the forced call as text, and one
+    without C(--reasoning-parser glm45) leaves GLM's C(</think>) in the text; C(tool_use) fails both
+    with a message naming the flag.
   - SGLang's C(/health) can answer 200 while generation hangs, so only all checks together mean
     ready. The module repeats the checks every O(interval) seconds until they pass or O(timeout)
     seconds have passed; argument drift fails at once, since waiting will not fix it.
-  - Read-only. It sends a few short generation requests and changes nothing.
+  - Read-only. It sends a few short generation requests (the forced tool call at most 1024 tokens,
+    the model's thinking included) and changes nothing.
 author:
   - glm.fleet contributors (@glm-fleet)
 options:

@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ansible_collections.glm.fleet.plugins.module_utils._grammar import pinned_image
+
 GROUP = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]*")
 PROBE_KEYS = frozenset({"host", "api_key", "served_model_name", "expected"})
@@ -24,6 +26,7 @@ class Plan:
     probe: dict[str, Any]
     rollout_group: str
     steady_group: str
+    image: str | None = None
 
     @property
     def unchanged(self) -> list[dict[str, Any]]:
@@ -33,7 +36,7 @@ class Plan:
 
 def parse(args: Mapping[str, Any]) -> Plan:
     """The action's arguments; ValueError naming the argument and its value."""
-    unknown = set(args) - {"servers", "changed", "host", "snapshot", "probe", "rollout_group", "steady_group"}
+    unknown = set(args) - {"servers", "changed", "host", "snapshot", "probe", "rollout_group", "steady_group", "image"}
     if unknown:
         raise ValueError(f"unknown arguments: {sorted(unknown)}")
     servers = args.get("servers")
@@ -61,7 +64,11 @@ def parse(args: Mapping[str, Any]) -> Plan:
     for label, group in zip(("rollout_group", "steady_group"), groups, strict=True):
         if not isinstance(group, str) or not GROUP.fullmatch(group):
             raise ValueError(f"{label} must be an inventory group name; got {group!r}")
+    image = args.get("image") or None
+    if image is not None and not pinned_image(image):
+        raise ValueError(f"image must be pinned by digest, NAME[:TAG]@sha256:<64 hex>; got {image!r}")
     return Plan(
         tuple(dict(s) for s in servers), tuple(changed), dict(host), dict(snapshot) if snapshot else None,
         {key: value for key, value in probe.items() if value not in (None, "")}, str(groups[0]), str(groups[1]),
+        image,
     )  # fmt: skip

@@ -144,6 +144,62 @@ def test_claude_code_runs_a_tool_the_model_asks_for(onboarded: dict[str, str]) -
     assert all(r["status"] == 200 for r in requests)
 
 
+def glm_call(name: str, arguments: dict[str, str]) -> str:
+    """A tool call as GLM-5.3 writes it (values raw: a string as it is, anything else as JSON)."""
+    pairs = "".join(f"<arg_key>{k}</arg_key><arg_value>{v}</arg_value>" for k, v in arguments.items())
+    return f"<tool_call>{name}{pairs}</tool_call>"
+
+
+def test_claude_code_runs_a_thinking_loop_of_parallel_and_typed_calls(onboarded: dict[str, str]) -> None:
+    """A session as GLM-5.3 writes it, raw, through SGLang's template, reasoning parser, glm47
+    detector and Anthropic adapter on every server: it thinks, calls Read and Grep in one turn, then
+    Edit (a boolean argument) and Bash (an integer one) in one turn, then finishes. Each tool really
+    runs on the laptop (Claude Code checks each input against its schema: a number sent as a string
+    would fail the call), and each turn's tool_results reach the next request. The turns are
+    scripted in the prompt (`[glm-lab turns ...]`), so whichever server gets a turn answers it."""
+    work = "/home/dev/loop"
+    edit = {"file_path": f"{work}/app.py", "old_string": "TODO", "new_string": "DONE", "replace_all": "false"}
+    bash = {"command": f"echo typed > {work}/bash.out", "timeout": "60000", "description": "Leave a marker"}
+    turns = [
+        "The user wants the TODO fixed; first read the file and search for it.</think>"
+        + glm_call("Read", {"file_path": f"{work}/app.py"})
+        + glm_call("Grep", {"pattern": "TODO", "path": work, "output_mode": "content"}),
+        "Found it on one line; fix it and leave a marker.</think>" + glm_call("Edit", edit) + glm_call("Bash", bash),
+        "Both ran.</think>The TODO is fixed and the marker is written.",
+    ]
+    time.sleep(1.1)  # the journal's --since counts whole seconds: leave the previous test's behind
+    since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime())
+    ran = as_developer(
+        onboarded["laptop"],
+        f"""rm -rf {work} && mkdir -p {work} && cd {work}
+        printf 'print("TODO: greet")\n' > app.py
+        cat > prompt.txt <<'PROMPT'\nFix the TODO in app.py [glm-lab turns {json.dumps(turns)}]\nPROMPT
+        claude-glm -p --allowedTools Read,Grep,Edit,Bash < prompt.txt""",
+    )
+    assert ran.returncode == 0, f"stdout: {ran.stdout[-2000:]}\nstderr: {ran.stderr[-2000:]}"
+    assert "The TODO is fixed and the marker is written." in ran.stdout
+    assert in_node(onboarded["laptop"], "cat", f"{work}/app.py").stdout == 'print("DONE: greet")\n'
+    assert in_node(onboarded["laptop"], "cat", f"{work}/bash.out").stdout == "typed\n"
+    requests = [r for r in server_requests(onboarded["servers"], since) if r["status"] == 200]
+    assert [r["tool_results"] for r in requests] == [0, 2, 4], requests
+
+
+def test_claude_code_with_thinking_on_gets_the_models_thinking(onboarded: dict[str, str]) -> None:
+    """MAX_THINKING_TOKENS turns Anthropic `thinking` on; SGLang accepts it for GLM-5.3 (whose
+    reasoning is always on) and the answer comes after the thinking."""
+    time.sleep(1.1)
+    since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime())
+    ran = as_developer(
+        onboarded["laptop"], "MAX_THINKING_TOKENS=4096 claude-glm -p 'Think, then greet the fleet.' < /dev/null"
+    )
+    assert ran.returncode == 0, f"stdout: {ran.stdout[-2000:]}\nstderr: {ran.stderr[-2000:]}"
+    assert "Hello from GLM-5.3-Flash" in ran.stdout
+    requests = server_requests(onboarded["servers"], since)
+    assert requests
+    # The pinned CLI asks for "adaptive" thinking (SGLang's Anthropic protocol takes it as enabled).
+    assert {(r["thinking"], r["status"]) for r in requests} <= {("enabled", 200), ("adaptive", 200)}, requests
+
+
 def test_onboarding_prints_no_token_at_any_verbosity(
     onboarded: dict[str, str], tmp_path_factory: pytest.TempPathFactory
 ) -> None:

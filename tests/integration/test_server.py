@@ -53,9 +53,11 @@ def test_every_node_serves_through_both_apis(runner: Runner, serving: list[str])
     assert set(results) == set(serving)
     for node, res in results.items():
         assert res["ready"], f"{node}: {res}"
-        # The chat check asks for 8 tokens: the answer is cut there, as SGLang cuts it.
-        assert res["checks"]["chat"]["detail"].startswith("generated: Hello from GLM")
+        # The chat check asks for 8 tokens: GLM-5.3 spends them thinking, and --reasoning-parser
+        # glm45 hands that back as reasoning_content.
+        assert res["checks"]["chat"]["detail"] == "generated: A greeting; answer in kind."
         assert res["checks"]["messages"]["ok"]
+        assert res["checks"]["tool_use"]["detail"].startswith('JSON: glm_fleet_health({"ready": true, "requests": 1})')
 
 
 FAULT_FILE = "/tmp/glm-standin-fault"  # noqa: S108 - the stand-in's switch, inside its container
@@ -124,14 +126,36 @@ def test_hung_generation_fails_health_although_health_endpoint_says_200(runner: 
 
 
 def test_argument_drift_fails_at_once(runner: Runner, serving: list[str]) -> None:
-    res = health(runner, serving[0], timeout=60, expected={"tp_size": 8, "revision": "0" * 40})[serving[0]]
+    expected = {"tp_size": 8, "revision": "0" * 40, "version": "0.5.24"}
+    res = health(runner, serving[0], timeout=60, expected=expected)[serving[0]]
     assert res["event"] == "runner_on_failed"
     assert res["attempts"] == 1
     assert "tp_size: server has 4, inventory expects 8" in res["drift"]
+    assert "version: server has '0.5.23', inventory expects '0.5.24'" in res["drift"]
     assert (
         f"revision: server has 'eb9eb208eb0d988989d07a6a12d0fdeb5f52574a', inventory expects '{'0' * 40}'"
         in res["drift"]
     )
+
+
+def test_an_image_holding_another_sglang_release_is_refused_before_any_restart(
+    runner: Runner, serving: list[str]
+) -> None:
+    """The deployment records 0.5.24 for an image that holds 0.5.23: the plan reads the release from
+    the image on each node and stops there, every server left running as it was."""
+    before = {node: container_id(node) for node in serving}
+    image = json.loads((lab.STATE_DIR / "services.json").read_text())["sglang_image"]
+    run = runner.playbook(PLAYBOOK, extravars={"deployment_sglang_version": "0.5.24"})
+    assert run.status == "failed", run_log(run)
+    log = run_log(run)
+    assert (
+        'sglang_server_sglang_version (deployment_sglang_version) is "0.5.24", but the image '
+        f'{image} on this node holds SGLang "0.5.23"' in log.replace('\\"', '"')
+    ), log[-3000:]
+    failed = {event["event_data"]["host"] for event in run.events if event["event"] == "runner_on_failed"}
+    assert failed == set(serving)
+    assert host_results(run, "Restart " + UNIT) == {}
+    assert {node: container_id(node) for node in serving} == before
 
 
 def test_a_restarted_server_loads_its_kernels_from_the_images_jit_cache(runner: Runner, serving: list[str]) -> None:

@@ -201,6 +201,7 @@ def test_site_converges_once_per_site_then_changes_nothing(
         assert row["ready"], row
         assert row["revision"] == "eb9eb208eb0d988989d07a6a12d0fdeb5f52574a"
         assert row["served_model"] == "zai-org/GLM-5.3-Flash"
+        assert row["sglang"] == "0.5.23"  # the server's own report of the release, the one recorded
         assert "ttft_ms" not in row  # this probe's timing: in the output, not in the files
         assert row["drift"] == ""
     # The gateway's view: every server healthy as the router sees it, and a message streamed through
@@ -212,7 +213,7 @@ def test_site_converges_once_per_site_then_changes_nothing(
     assert f"{len(servers)}/{len(servers)} servers ready on {len(gpu_nodes)} nodes." in markdown
     assert "servers ready on" in run_log(first)  # the table is in the run's output too, with the timings
     assert re.search(
-        r"gpu-1 +pareto-glm53-flash +18080 +yes +- +[0-9.]+ +[0-9.]+ +zai-org/GLM-5.3-Flash", run_log(first)
+        r"gpu-1 +pareto-glm53-flash +18080 +yes +- +[0-9.]+ +[0-9.]+ +zai-org/GLM-5.3-Flash +0\.5\.23 ", run_log(first)
     )
 
     assert set(rollout_plan(first)) == gpu_nodes  # the server stage's plan: every node to (re)start

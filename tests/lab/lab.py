@@ -3,6 +3,8 @@
 python tests/lab/lab.py up [--gpu-nodes N]    start (or restart) the lab, write inventories/lab/hosts.yml
 python tests/lab/lab.py down                  remove every container, volume, network and process it made
 python tests/lab/lab.py status                print the lab state as JSON
+python tests/lab/lab.py standin [--port P] [--script FILE] [-- ARGS]
+                                              the SGLang stand-in alone, answering with FILE's raw texts
 """
 
 from __future__ import annotations

@@ -80,7 +80,7 @@ def test_each_developer_gets_an_answer_with_their_own_key(host) -> None:  # noqa
         key = developer_key(name)
         assert len(key) == 48
         assert oct((SECRETS / "developer-keys" / f"{name}.key").stat().st_mode & 0o777) == "0o600"
-        body = {"model": SERVED, "max_tokens": 16, "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+        body = {"model": SERVED, "max_tokens": 64, "stream": True, "messages": [{"role": "user", "content": "hi"}]}
         status, text = curl(host, "/v1/messages", key, body, header)
         assert status == "200", text
         assert "event: message_stop" in text

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from glm_lab import USAGE
 from glm_lab.config import INVENTORY, LABEL, MAX_GPU_NODES, NETWORK, REPO, SERVICES_VARS, STATE_DIR, WWW, LabError
-from glm_lab.gateway import registry_paths, services
+from glm_lab.gateway import registry_paths, run_standin, services
 from glm_lab.image import ensure_image
 from glm_lab.nodes import (
     plan,
@@ -104,6 +104,10 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("status")
     sub.add_parser("image", help="build the node image unless cached; tag it :latest")
     sub.add_parser("engine", help="start a docker engine unless one is running")
+    p_standin = sub.add_parser("standin", help="run the SGLang stand-in alone, in the foreground")
+    p_standin.add_argument("--port", type=int, default=18199)
+    p_standin.add_argument("--script", type=Path, help="a JSON list of the model's raw texts, taken in turn")
+    p_standin.add_argument("extra", nargs="*", help="more launch_server arguments, after --")
     args = parser.parse_args(argv)
     try:
         if args.command == "up":
@@ -112,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
             down()
         elif args.command == "services":
             print(json.dumps(services(), indent=2))
+        elif args.command == "standin":
+            return run_standin(args.port, args.script, args.extra)
         elif args.command == "engine":
             ensure_dockerd()
         elif args.command == "image":

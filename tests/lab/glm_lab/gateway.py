@@ -211,12 +211,16 @@ def start_worker(gateway: str, hub: str) -> str:
     config.touch(mode=0o600)
     config.write_text(f"api_key: {(STATE_DIR / 'api_key').read_text().strip()}\n")
     argv = [
-        sys.executable, "-m", "sglang.launch_server", "--config", str(config), "--model-path", SERVED_MODEL,
-        "--revision", REVISION, "--host", gateway, "--port", str(WORKER_PORT), "--context-length", "100000",
-        "--max-running-requests", "64", "--enable-metrics",
+        standin_deps.standin_python(), "-m", "sglang.launch_server", "--config", str(config),
+        "--model-path", SERVED_MODEL, "--revision", REVISION, "--host", gateway, "--port", str(WORKER_PORT),
+        "--context-length", "100000", "--max-running-requests", "64", "--enable-metrics",
+        "--reasoning-parser", "glm45", "--tool-call-parser", "glm47",
     ]  # fmt: skip
+    python_path = standin_deps.standin_path(
+        STANDIN_CACHE, HERE / "sglang_standin" / "sglang", STATE_DIR / "worker-standin"
+    )
     env = {
-        **os.environ, "PYTHONPATH": str(HERE / "sglang_standin"), "HF_HOME": str(home), "HF_HUB_OFFLINE": "1",
+        **os.environ, "PYTHONPATH": python_path, "HF_HOME": str(home), "HF_HUB_OFFLINE": "1",
         "NVIDIA_VISIBLE_DEVICES": "0", "GLM_STANDIN_LOAD_SECONDS": "0",
     }  # fmt: skip
     pidfile, logfile = STATE_DIR / "worker.pid", STATE_DIR / "worker.log"
@@ -224,6 +228,32 @@ def start_worker(gateway: str, hub: str) -> str:
     url = f"http://{gateway}:{WORKER_PORT}"
     wait_http(f"{url}/health", "the SGLang stand-in on the gateway", logfile, proc)
     return url
+
+
+def run_standin(port: int, script: Path | None, extra: list[str]) -> int:
+    """The SGLang stand-in alone, in the foreground, on 127.0.0.1:`port` with the recipe's parsers,
+    answering with the raw model texts of `script` (a JSON list, taken in turn, the last repeating)
+    when given: what a test or a person debugging Claude Code's turns starts by hand. Its Hugging
+    Face cache holds the lab's tokenizer and nothing else; no API key unless `extra` names one."""
+    home = STATE_DIR / "standin-alone"
+    snapshot = home / "hub" / f"models--{SERVED_MODEL.replace('/', '--')}" / "snapshots" / REVISION
+    snapshot.mkdir(parents=True, exist_ok=True)
+    (snapshot / "config.json").write_text(json.dumps({"max_position_embeddings": 1048576}))
+    shutil.copyfile(standin_deps.tokenizer_json(STANDIN_CACHE), snapshot / "tokenizer.json")
+    env = {
+        **os.environ, "HF_HOME": str(home), "HF_HUB_OFFLINE": "1", "NVIDIA_VISIBLE_DEVICES": "0",
+        "GLM_STANDIN_LOAD_SECONDS": "0",
+        "PYTHONPATH": standin_deps.standin_path(STANDIN_CACHE, HERE / "sglang_standin" / "sglang", home / "standin"),
+    }  # fmt: skip
+    if script is not None:
+        json.loads(script.read_text())  # a broken script fails here, not at the first request
+        env["GLM_STANDIN_SCRIPT"] = str(script.resolve())
+    argv = [
+        standin_deps.standin_python(), "-s", "-m", "sglang.launch_server", "--model-path", SERVED_MODEL,
+        "--revision", REVISION, "--host", "127.0.0.1", "--port", str(port),
+        "--reasoning-parser", "glm45", "--tool-call-parser", "glm47", *extra,
+    ]  # fmt: skip
+    return subprocess.call(argv, env=env)
 
 
 def hub_call(path: str, body: dict | None = None) -> dict:

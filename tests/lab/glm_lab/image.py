@@ -124,13 +124,14 @@ def base_layer(image: str) -> oci.Layer:
 
 def sglang_standin_image(base: str, release: str = "lab") -> oci.Image:
     """The stand-in SGLang server (tests/lab/sglang_standin) on the lab's Debian root filesystem,
-    with the `tokenizers` library it counts tokens with (tests/lab/standin_deps.py). Another
-    `release` is the same server under another digest (its label differs, its layers are shared):
-    what a rollout to a new image meets."""
+    with SGLang's own chat path and the libraries it and the stand-in import, `tokenizers` among
+    them (tests/lab/standin_deps.py chat_site). Another `release` is the same server under another
+    digest (its label differs, its layers are shared): what a rollout to a new image meets."""
     package = HERE / "sglang_standin" / "sglang"
     dist = "usr/local/lib/python3.11/dist-packages"
-    tokenizers = standin_deps.tokenizers_package(STANDIN_CACHE)
-    dirs = sorted({str(Path(name).parent) for name in tokenizers} | {"sglang"})
+    site = standin_deps.chat_site(STANDIN_CACHE)
+    libraries = {str(path.relative_to(site)): path for path in sorted(site.rglob("*")) if path.is_file()}
+    dirs = sorted({str(parent) for name in libraries for parent in Path(name).parents if str(parent) != "."})
     return oci.Image(
         base=[base_layer(base)],
         files=[
@@ -138,8 +139,8 @@ def sglang_standin_image(base: str, release: str = "lab") -> oci.Image:
             *(oci.File(f"{dist}/{d}", is_dir=True, mode=0o755) for d in dirs),
             *(oci.File(f"{dist}/sglang/{path.name}", path.read_bytes()) for path in sorted(package.glob("*.py"))),
             *(
-                oci.File(f"{dist}/{name}", data, mode=0o755 if name.endswith(".so") else 0o644)
-                for name, data in tokenizers.items()
+                oci.File(f"{dist}/{name}", path.read_bytes(), mode=0o755 if ".so" in path.name else 0o644)
+                for name, path in libraries.items()
             ),
         ],
         cmd=["python3", "-m", "sglang.launch_server", "--help"],

@@ -49,6 +49,22 @@ CONTEXT = 4096
 EVENTS = TypeAdapter(RawMessageStreamEvent)
 
 
+def anthropic_event(data: dict[str, Any]) -> RawMessageStreamEvent:
+    """An event as the SDK's types have it. SGLang starts a thinking block without `signature`
+    (anthropic/serving.py: absent means unsigned thinking), which the SDK reads leniently but its
+    strict type requires: the only field filled in before validating."""
+    block = data.get("content_block") or {}
+    if data.get("type") == "content_block_start" and block.get("type") == "thinking":
+        assert "signature" not in block or block["signature"] is None
+        data = {**data, "content_block": {**block, "signature": ""}}
+    return EVENTS.validate_python(data)
+
+
+def reasoning(delta: Any) -> str | None:
+    """A chat delta's reasoning_content (SGLang's extension of OpenAI's delta)."""
+    return (delta.model_extra or {}).get("reasoning_content")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -63,15 +79,24 @@ def hf_home(root: Path, tokenizer: Path, max_position: int = 1048576) -> Path:
     return root
 
 
-def launch(home: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+# The recipe's parsers (docs/deployment: --reasoning-parser glm45 --tool-call-parser glm47).
+PARSERS = ("--reasoning-parser", "glm45", "--tool-call-parser", "glm47")
+
+
+def launch(
+    home: Path, *args: str, env: dict[str, str] | None = None, parsers: tuple[str, ...] = PARSERS
+) -> subprocess.Popen[str]:
+    """The stand-in on its own Python, laid out as in the lab's image (SGLang's chat path beside it),
+    with the recipe's parsers unless told otherwise."""
     environ = {
         **os.environ,
         "HF_HOME": str(home),
-        "PYTHONPATH": str(STANDIN),
+        "PYTHONPATH": standin_deps.standin_path(STANDIN_CACHE, STANDIN / "sglang", home / "standin"),
         "GLM_STANDIN_LOAD_SECONDS": "0",
         "NVIDIA_VISIBLE_DEVICES": "0,1,2,3",
     }
-    argv = [sys.executable, "-m", "sglang.launch_server", "--model-path", MODEL, "--revision", REVISION, *args]
+    argv = [standin_deps.standin_python(), "-s", "-m", "sglang.launch_server", "--model-path", MODEL,
+            "--revision", REVISION, *parsers, *args]  # fmt: skip
     return subprocess.Popen(
         argv, env={**environ, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
@@ -220,8 +245,8 @@ def test_context_messages_are_sglangs_word_for_word() -> None:
 def test_messages_json_is_an_anthropic_message(server: str) -> None:
     message = claude(server).messages.create(model=MODEL, max_tokens=64, messages=user("hello"))
     assert isinstance(message, Message)
-    assert message.content[0].type == "text"
-    assert "GLM-5.3-Flash" in message.content[0].text
+    assert [b.type for b in message.content] == ["thinking", "text"]  # GLM-5.3 thinks first, always
+    assert "GLM-5.3-Flash" in message.content[1].text  # type: ignore[union-attr]
     assert message.stop_reason == "end_turn"
     assert message.usage.input_tokens > 0
     assert message.usage.output_tokens > 0
@@ -233,7 +258,7 @@ def test_every_streamed_event_is_an_anthropic_event(server: str) -> None:
     )
     assert status == 200
     events = sse_events(text)
-    parsed = [EVENTS.validate_json(data) for _name, data in events]
+    parsed = [anthropic_event(json.loads(data)) for _name, data in events]
     assert [name for name, _data in events] == [e.type for e in parsed]
     types = [e.type for e in parsed]
     assert types[0] == "message_start"
@@ -247,12 +272,13 @@ def test_sdk_streams_a_tool_call_and_count_tokens_agrees(server: str) -> None:
     tools = [{"name": "Write", "description": "Write a file", "input_schema": {"type": "object", "properties": {}}}]
     client = claude(server)
     with client.messages.stream(model=MODEL, max_tokens=256, messages=user(f"please {marker}"), tools=tools) as s:
-        raw = [EVENTS.validate_python(event.model_dump()) for event in s if event.type in {
+        raw = [anthropic_event(event.model_dump()) for event in s if event.type in {
             "message_start", "content_block_start", "content_block_delta", "content_block_stop", "message_delta",
             "message_stop"}]  # fmt: skip
         final = s.get_final_message()
     assert any(e.type == "content_block_delta" and e.delta.type == "input_json_delta" for e in raw)  # type: ignore[union-attr]
-    (block,) = final.content
+    thinking, block = final.content
+    assert thinking.type == "thinking"
     assert block.type == "tool_use"
     assert block.name == "Write"
     assert block.input == {"file_path": "/srv/out.txt", "content": "written by the lab"}
@@ -267,8 +293,8 @@ def test_sdk_streams_a_tool_call_and_count_tokens_agrees(server: str) -> None:
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": block.id, "content": "ok"}]},
     ]
     after = client.messages.create(model=MODEL, max_tokens=256, messages=follow_up, tools=tools)
-    assert after.content[0].type == "text"
-    assert after.content[0].text.startswith("Done")
+    assert after.content[1].type == "text"
+    assert after.content[1].text.startswith("Done")
 
 
 def test_tokens_are_counted_with_the_snapshots_tokenizer(server: str, lab_tokenizer: Path) -> None:
@@ -354,16 +380,18 @@ def test_a_chat_answer_stops_at_max_tokens_and_ignore_eos_fills_it(server: str) 
         chunks = list(client.chat.completions.create(
             model=MODEL, messages=user("hello"), stream=True, stream_options={"include_usage": True}, **extra,
         ))  # fmt: skip
-        pieces = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
+        pieces = [c for c in chunks if c.choices and (c.choices[0].delta.content or reasoning(c.choices[0].delta))]
         finish = next(c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason)
         assert chunks[-1].usage is not None
         return len(pieces), chunks[-1].usage.completion_tokens, finish
 
+    # One token ends the model's thinking (</think>): SGLang's reasoning parser passes no chunk on.
     natural, natural_usage, finish = streamed(max_tokens=64)
-    assert (natural, finish) == (natural_usage, "stop")
+    assert (natural + 1, finish) == (natural_usage, "stop")
     assert natural > 4
-    assert streamed(max_tokens=3) == (3, 3, "length")
-    assert streamed(max_tokens=natural * 3 + 1, extra_body={"ignore_eos": True}) == (natural * 3 + 1,) * 2 + ("length",)
+    assert streamed(max_tokens=3) == (3, 3, "length")  # three tokens of thinking
+    many = natural * 3 + 1
+    assert streamed(max_tokens=many, extra_body={"ignore_eos": True}) == (many - 1, many, "length")
     whole = client.chat.completions.create(model=MODEL, messages=user("hello"), max_tokens=2)  # type: ignore[arg-type]
     assert whole.usage is not None
     assert (whole.usage.completion_tokens, whole.choices[0].finish_reason) == (2, "length")
@@ -641,10 +669,17 @@ def test_a_streamed_answer_is_one_token_a_chunk(server: str, lab_tokenizer: Path
     )
     assert status == 200
     events = [json.loads(data) for _name, data in sse_events(text)]
-    deltas = [e["delta"]["text"] for e in events if e["type"] == "content_block_delta"]
+    deltas = [e["delta"] for e in events if e["type"] == "content_block_delta"]
     output = next(e for e in events if e["type"] == "message_delta")["usage"]["output_tokens"]
-    assert len(deltas) == output
-    assert len(Tokenizer.from_file(str(lab_tokenizer)).encode("".join(deltas), add_special_tokens=False).ids) == output
+    # One token is the end of the model's thinking (</think>), which the reasoning parser consumes.
+    assert len(deltas) == output - 1
+    tokenizer = Tokenizer.from_file(str(lab_tokenizer))
+    thinking = "".join(d["thinking"] for d in deltas if d["type"] == "thinking_delta")
+    text = "".join(d["text"] for d in deltas if d["type"] == "text_delta")
+    assert thinking
+    assert text
+    counted = [len(tokenizer.encode(part, add_special_tokens=False).ids) for part in (thinking, text)]
+    assert sum(counted) == output - 1
 
 
 def test_deepgemm_kernels_are_compiled_once_into_the_named_cache(tmp_path: Path, lab_tokenizer: Path) -> None:
@@ -722,7 +757,7 @@ def precompile(home: Path, cache: Path, *args: str) -> subprocess.Popen[str]:
     env = {
         **os.environ,
         "HF_HOME": str(home),
-        "PYTHONPATH": str(STANDIN),
+        "PYTHONPATH": standin_deps.standin_path(STANDIN_CACHE, STANDIN / "sglang", home / "standin"),
         "GLM_STANDIN_LOAD_SECONDS": "0.3",
         "GLM_STANDIN_JIT_SECONDS": "0.5",
         "GLM_STANDIN_COMPILE_POLL_SECONDS": "0.2",
@@ -730,7 +765,8 @@ def precompile(home: Path, cache: Path, *args: str) -> subprocess.Popen[str]:
         "NVIDIA_VISIBLE_DEVICES": "0,1,2,3",
         "SGLANG_DG_CACHE_DIR": str(cache),
     }
-    argv = [sys.executable, "-m", "sglang.compile_deep_gemm", "--model-path", MODEL, "--revision", REVISION, *args]
+    argv = [standin_deps.standin_python(), "-s", "-m", "sglang.compile_deep_gemm", "--model-path", MODEL,
+            "--revision", REVISION, *args]  # fmt: skip
     return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 

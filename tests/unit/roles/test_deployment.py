@@ -22,6 +22,7 @@ INVENTORY = {
     "deployment_tp_size": 8,
     "deployment_ep_size": 8,
     "deployment_context_length": 131072,
+    "deployment_sglang_version": "0.5.24",
 }
 ROLES = ("sglang_image", "model_weights", "site_cache", "preflight", "sglang_server", "claude_code")
 
@@ -74,8 +75,9 @@ def test_a_new_deployment_in_one_place_reaches_every_role() -> None:
     snapshot = jinja2.Environment().from_string(private["__sglang_server_snapshot"]).render(**server)  # noqa: S701
     assert snapshot.strip().endswith(f"/hub/models--team--GLM-Next/snapshots/{NEW_REVISION}")
 
-    expected = {"model_path": "team/GLM-Next", "revision": NEW_REVISION, "served_model_name": "team/glm-next",
-                "tp_size": "8", "ep_size": "8", "context_length": "131072"}  # fmt: skip
+    expected = {"version": "0.5.24", "model_path": "team/GLM-Next", "revision": NEW_REVISION,
+                "served_model_name": "team/glm-next", "tp_size": "8", "ep_size": "8",
+                "context_length": "131072"}  # fmt: skip
     env = jinja2.Environment()  # noqa: S701 - not HTML
     rendered = {k: env.from_string(v).render(**server) for k, v in private["__sglang_server_expected"].items()}
     assert rendered == expected

@@ -52,7 +52,6 @@ import contextlib
 import hashlib
 import json
 import os
-import re
 import signal
 import sys
 import threading
@@ -66,13 +65,12 @@ from typing import Any
 
 import yaml
 
+from sglang import _chat as chat_path
 from sglang import _metrics as metrics
+from sglang import _model as raw_model
 from sglang import _protocol as protocol
+from sglang.version import __version__ as VERSION  # the pinned wheel's: what /server_info reports
 
-VERSION = "0.0.0+glm-fleet-lab-standin"
-ANSWER = "Hello from GLM-5.3-Flash, served by the glm.fleet lab stand-in."
-TOOL_DONE = "Done: the tool ran and its result came back to the glm.fleet lab stand-in."
-TOOL_MARKER = re.compile(r"\[glm-lab tool (\w+) (\{.*?\})\]", re.DOTALL)
 FAULT_FILE = Path("/tmp/glm-standin-fault")  # noqa: S108 - a switch inside the container
 OUTPUT_LOCK = threading.Lock()
 PACE_FILE = Path("/tmp/glm-standin-seconds-per-token")  # noqa: S108 - the same, for the generation speed
@@ -201,6 +199,52 @@ class State:
                 self.running -= 1
             self.slots.release()
 
+    def prompt(self, segments: list[str]) -> int:
+        """A rendered prompt's tokens (SGLang's chat path calls this through ServingChat): the
+        template gives each of GLM's special tokens ([gMASK], <|user|>, ...) as a segment of its
+        own, one token in GLM's vocabulary; the rest is counted with the snapshot's tokenizer."""
+        tokens = sum(1 if raw_model.SPECIAL.fullmatch(s) else self.tokenizer.count(s) for s in segments if s)
+        self.current.input_tokens = tokens
+        return tokens
+
+    def generate(self, request: Any, prompt: int) -> Iterator[Any]:
+        """tokenizer_manager.generate_request for one chat request: the context check (SGLang's
+        ValueError), then a running slot; yields the tokens it will decode and the finish reason,
+        then each token at the decode pace. The raw text is the model's (_model.py), stopped at
+        max_tokens ("length"), or with SGLang's ignore_eos exactly max_tokens tokens (its answer
+        repeated), as benchmarks ask for fixed output lengths."""
+        limit = request.max_completion_tokens or request.max_tokens
+        try:
+            limit = protocol.validate_context(prompt, limit, self.context_len, self.args.allow_auto_truncate)
+        except protocol.ContextError:
+            self.current.error = "context_length"
+            raise
+        if fault() == "hang_generation":
+            time.sleep(3600)
+            raise ValueError("generation did not answer")
+        pieces, finish = self.cut(
+            raw_model.reply(request.model_dump(), self.args.tool_call_parser == "glm47"), limit, request.ignore_eos
+        )
+        with self.slot(bool(request.stream)):
+            self.count(prompt, len(pieces))
+            yield pieces, finish
+            for piece in pieces:
+                self.pace()
+                yield piece
+
+    def cut(self, raw: str, limit: int | None, ignore_eos: bool) -> tuple[list[str], str]:
+        thinking, end, answer = raw.partition(raw_model.END_OF_THINKING)
+        if not end:
+            thinking, answer = "", raw
+        head = [*(self.tokenizer.pieces(thinking) if thinking else []), end] if end else []  # </think>: one token
+        body = self.tokenizer.pieces(answer)
+        if not isinstance(limit, int) or limit <= 0:
+            return head + body, "stop"
+        if ignore_eos and body:
+            return (head + body * (limit // len(body) + 1))[:limit], "length"
+        pieces = head + body
+        return (pieces[:limit], "length") if limit < len(pieces) else (pieces, "stop")
+
     def decode(self, tokens: int) -> None:
         """An answer returned whole: its tokens are decoded at the same pace as a stream's."""
         for _token in range(tokens):
@@ -231,27 +275,10 @@ class State:
             request.tick()
 
 
-def reply(messages: list[Any]) -> tuple[str, dict[str, Any] | None]:
-    """The scripted answer to a conversation: text, or a tool call the last user message asks for
-    (Claude Code may put a `system` message after it, which SGLang's protocol allows)."""
-    users = [m for m in messages if isinstance(m, dict) and m.get("role", "user") == "user"]
-    last = users[-1] if users else {}
-    content = last.get("content") if isinstance(last, dict) else None
-    blocks = content if isinstance(content, list) else [{"type": "text", "text": content or ""}]
-    if any(isinstance(b, dict) and b.get("type") == "tool_result" for b in blocks):
-        return TOOL_DONE, None
-    for block in blocks:
-        if isinstance(block, dict) and block.get("type") == "text":
-            found = TOOL_MARKER.search(str(block.get("text", "")))
-            if found:
-                return "", {"name": found.group(1), "input": json.loads(found.group(2))}
-    return ANSWER, None
-
-
-def tool_results(messages: list[Any]) -> int:
+def tool_results(messages: Any) -> int:
     return sum(
         1
-        for m in messages
+        for m in messages or []
         if isinstance(m, dict) and isinstance(m.get("content"), list)
         for b in m["content"]
         if isinstance(b, dict) and b.get("type") == "tool_result"
@@ -451,159 +478,55 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(text)
         self.record(200)
 
-    # --- Anthropic ---
+    # --- SGLang's chat path (_chat.py): /v1/messages, count_tokens, /v1/chat/completions ---
+
+    def via_chat(self, route: str, request: dict[str, Any]) -> None:
+        """Answer with SGLang's own code and log the request as the other routes do."""
+        self.state.current.input_tokens = None
+        self.state.current.error = None
+        status, media_type, chunks = getattr(self.state.chat, route)(request)
+        self.send_response(status)
+        self.send_header("Content-Type", media_type)
+        if media_type == "text/event-stream":
+            self.send_header("Cache-Control", "no-cache")
+            self.end_headers()
+            for chunk in chunks:
+                self.wfile.write(chunk)
+                self.wfile.flush()
+        else:
+            data = b"".join(chunks)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        extra: dict[str, Any] = {"input_tokens": self.state.current.input_tokens}
+        if route == "messages":
+            extra |= {"max_tokens": request.get("max_tokens"), "tool_results": tool_results(request.get("messages"))}
+            thinking = request.get("thinking")
+            extra["thinking"] = thinking.get("type") if isinstance(thinking, dict) else None
+            extra["request_bytes"] = int(self.headers.get("Content-Length", "0") or "0")
+        if self.state.current.error:
+            extra["error"] = self.state.current.error
+        self.record(status, request.get("model"), **extra)
 
     def count_tokens(self, request: dict[str, Any]) -> None:
-        tokens = self.state.tokenizer.count(protocol.render_messages(request))
-        self.send_json(200, {"input_tokens": tokens}, request.get("model"), input_tokens=tokens)
+        self.via_chat("count_tokens", request)
 
     def messages(self, request: dict[str, Any]) -> None:
-        model = request.get("model") or self.state.args.served_model_name
-        max_tokens = request.get("max_tokens")
-        if not isinstance(max_tokens, int):
-            # anthropic/protocol.py: max_tokens is a required int (http_server.py's validation handler)
-            self.send_json(400, protocol.anthropic_error("max_tokens: Field required", "invalid_request_error"), model)
-            return
-        prompt = self.state.tokenizer.count(protocol.render_messages(request))
-        extra = {"input_tokens": prompt, "max_tokens": max_tokens, "tool_results": tool_results(request["messages"])}
-        extra["request_bytes"] = int(self.headers.get("Content-Length", "0") or "0")
-        stream = bool(request.get("stream"))
-        try:
-            self.validate(prompt, max_tokens)
-        except protocol.ContextError as e:
-            extra["error"] = "context_length"
-            if not stream:  # _handle_non_streaming -> _convert_openai_error_response
-                body = protocol.anthropic_from_openai_error(400, protocol.openai_error(str(e)))
-                self.send_json(400, body, model, **extra)
-                return
-            # _generate_anthropic_stream: a ValueError before the first chunk -> _flush_on_error
-            self.start_sse()
-            start = {"id": f"msg_{uuid.uuid4().hex}", "type": "message", "role": "assistant", "content": []}
-            start |= {"model": model, "usage": {"input_tokens": 0, "output_tokens": 0}}
-            self.sse({"type": "message_start", "message": start}, "message_start")
-            self.sse(protocol.anthropic_error(str(e), "invalid_request_error"), "error")
-            self.sse({"type": "message_stop"}, "message_stop")
-            self.record(200, model, **extra)
-            return
-        if not self.generating():
-            return
-        with self.state.slot(stream):
-            self.messages_answer(request, model, prompt, stream, extra)
+        self.via_chat("messages", request)
 
-    def messages_answer(self, request: dict[str, Any], model: str, prompt: int, stream: bool, extra: dict) -> None:
-        text, call = reply(request["messages"])
-        call_id = f"call_{uuid.uuid4().hex[:24]}"
-        arguments = json.dumps(call["input"]) if call else ""
-        completion = self.state.tokenizer.count(text or arguments) or 1
-        self.state.count(prompt, completion)
-        stop_reason = "tool_use" if call else "end_turn"
-        ident = f"msg_{uuid.uuid4().hex}"
-        if not stream:
-            self.state.decode(completion)
-            content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
-            if call:
-                content.append({"type": "tool_use", "id": call_id, "name": call["name"], "input": call["input"]})
-            body = {"id": ident, "type": "message", "role": "assistant", "content": content, "model": model}
-            body |= {"stop_reason": stop_reason, "usage": {"input_tokens": prompt, "output_tokens": completion}}
-            self.send_json(200, body, model, **extra)
-            return
-        # _generate_anthropic_stream over continuous usage stats: message_start carries the input
-        # tokens, message_delta only the output tokens; no ping events; None fields left out.
-        self.start_sse()
-        start = {"id": ident, "type": "message", "role": "assistant", "content": [], "model": model}
-        start |= {"usage": {"input_tokens": prompt, "output_tokens": 0}}
-        self.sse({"type": "message_start", "message": start}, "message_start")
-        if text:
-            block = {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}
-            self.sse(block, "content_block_start")
-            for piece in self.state.tokenizer.pieces(text):
-                self.state.pace()
-                delta = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": piece}}
-                self.sse(delta, "content_block_delta")
-            self.sse({"type": "content_block_stop", "index": 0}, "content_block_stop")
-        if call:
-            index = 1 if text else 0
-            block = {"type": "tool_use", "id": call_id, "name": call["name"], "input": {}}
-            self.sse({"type": "content_block_start", "index": index, "content_block": block}, "content_block_start")
-            for piece in self.state.tokenizer.pieces(arguments):
-                self.state.pace()
-                delta = {"type": "input_json_delta", "partial_json": piece}
-                self.sse({"type": "content_block_delta", "index": index, "delta": delta}, "content_block_delta")
-            self.sse({"type": "content_block_stop", "index": index}, "content_block_stop")
-        end = {"type": "message_delta", "delta": {"stop_reason": stop_reason}, "usage": {"output_tokens": completion}}
-        self.sse(end, "message_delta")
-        self.sse({"type": "message_stop"}, "message_stop")
-        self.record(200, model, **extra)
+    def chat(self, request: dict[str, Any]) -> None:
+        self.via_chat("chat_completions", request)
 
-    # --- OpenAI ---
+    # --- OpenAI completions ---
 
     def openai_refused(self, model: str | None, prompt: int, max_new: int | None) -> bool:
-        """serving_chat / serving_completions: a context error is HTTP 400 before any chunk."""
+        """serving_completions: a context error is HTTP 400 before any chunk."""
         try:
             self.validate(prompt, max_new)
         except protocol.ContextError as e:
             self.send_json(400, protocol.openai_error(str(e)), model, input_tokens=prompt, error="context_length")
             return True
         return False
-
-    def chat(self, request: dict[str, Any]) -> None:
-        model = self.state.args.served_model_name
-        prompt = self.state.tokenizer.count(protocol.render_chat(request))
-        max_new = request.get("max_completion_tokens") or request.get("max_tokens")
-        if self.openai_refused(request.get("model"), prompt, max_new) or not self.generating():
-            return
-        with self.state.slot(bool(request.get("stream"))):
-            self.chat_answer(request, model, prompt)
-
-    def chat_pieces(self, request: dict[str, Any]) -> tuple[list[str], str]:
-        """The answer's tokens and finish reason: the scripted answer, cut at max_tokens ("length"),
-        or with ignore_eos exactly max_tokens tokens (SGLang's sampling stops only at the limit)."""
-        pieces = self.state.tokenizer.pieces(ANSWER)
-        limit = request.get("max_completion_tokens") or request.get("max_tokens")
-        if not isinstance(limit, int) or limit <= 0:
-            return pieces, "stop"
-        if request.get("ignore_eos") is True:
-            return (pieces * (limit // len(pieces) + 1))[:limit], "length"
-        return (pieces[:limit], "length") if limit < len(pieces) else (pieces, "stop")
-
-    def chat_answer(self, request: dict[str, Any], model: str, prompt: int) -> None:
-        pieces, finish = self.chat_pieces(request)
-        completion = len(pieces)
-        self.state.count(prompt, completion)
-        ident, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
-        usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
-        if not request.get("stream"):
-            self.state.decode(completion)
-            choice = {
-                "index": 0,
-                "message": {
-                    "role": "assistant",
-                    "content": "".join(pieces),
-                    "reasoning_content": None,
-                    "tool_calls": None,
-                },
-                "logprobs": None,
-                "finish_reason": finish,
-                "matched_stop": None,
-            }
-            body = {"id": ident, "object": "chat.completion", "created": created, "model": model}
-            self.send_json(
-                200, {**body, "choices": [choice], "usage": usage}, request.get("model"), input_tokens=prompt
-            )
-            return
-        self.start_sse()
-        base = {"id": ident, "object": "chat.completion.chunk", "created": created, "model": model}
-        first = {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}
-        self.sse({**base, "choices": [first]})
-        for piece in pieces:
-            self.state.pace()
-            delta = {"index": 0, "delta": {"content": piece}, "finish_reason": None}
-            self.sse({**base, "choices": [delta]})
-        self.sse({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
-        if (request.get("stream_options") or {}).get("include_usage"):
-            self.sse({**base, "choices": [], "usage": usage})
-        self.sse("[DONE]")
-        self.record(200, request.get("model"), input_tokens=prompt)
 
     def completions(self, request: dict[str, Any]) -> None:
         model = self.state.args.served_model_name
@@ -612,12 +535,18 @@ class Handler(BaseHTTPRequestHandler):
         if self.openai_refused(request.get("model"), prompt, max_new) or not self.generating():
             return
         with self.state.slot():
-            completion = self.state.tokenizer.count(ANSWER)
+            completion = self.state.tokenizer.count(raw_model.ANSWER)
             self.state.count(prompt, completion)
             self.state.decode(completion)
             ident, created = f"cmpl-{uuid.uuid4().hex}", int(time.time())
             usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
-            choice = {"index": 0, "text": ANSWER, "logprobs": None, "finish_reason": "stop", "matched_stop": None}
+            choice = {
+                "index": 0,
+                "text": raw_model.ANSWER,
+                "logprobs": None,
+                "finish_reason": "stop",
+                "matched_stop": None,
+            }
             body = {"id": ident, "object": "text_completion", "created": created, "model": model}
             self.send_json(
                 200, {**body, "choices": [choice], "usage": usage}, request.get("model"), input_tokens=prompt
@@ -643,7 +572,7 @@ class Handler(BaseHTTPRequestHandler):
         if not self.generating():
             return
         with self.state.slot():
-            completion = self.state.tokenizer.count(ANSWER)
+            completion = self.state.tokenizer.count(raw_model.ANSWER)
             self.state.count(prompt, completion)
             self.state.decode(completion)
             meta = {
@@ -653,7 +582,7 @@ class Handler(BaseHTTPRequestHandler):
                 "completion_tokens": completion,
                 "cached_tokens": 0,
             }
-            self.send_json(200, {"text": ANSWER, "meta_info": meta}, None, input_tokens=prompt)
+            self.send_json(200, {"text": raw_model.ANSWER, "meta_info": meta}, None, input_tokens=prompt)
 
 
 def load_tokenizer(args: argparse.Namespace, snapshot: Path) -> protocol.Tokenizer:
@@ -730,6 +659,7 @@ def main(argv: list[str]) -> int:
         print(f"AssertionError: ep_size ({args.ep_size}) must be 1 or equal tp_size ({args.tp_size})", file=sys.stderr)
         return 1
     state = State(args, load_tokenizer(args, snapshot), context_length(args, snapshot))
+    state.chat = chat_path.ChatPath(args, state, state.context_len)
     Handler.state = state
     server = ThreadingHTTPServer((args.host, args.port), Handler, bind_and_activate=False)
     server.daemon_threads = True

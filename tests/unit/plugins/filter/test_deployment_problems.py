@@ -18,11 +18,23 @@ def test_the_collections_deployment_is_fit() -> None:
     assert deployment_problems(DEFAULTS) == []
 
 
+def test_the_lab_runs_the_sglang_release_the_deployment_records() -> None:
+    """The lab's stand-in image holds the pinned wheel's SGLang; the deployment records the same."""
+    deps = (REPO / "tests" / "lab" / "standin_deps.py").read_text()
+    assert f'SGLANG_VERSION = "{DEFAULTS["deployment_sglang_version"]}"' in deps
+
+
 @pytest.mark.parametrize(
     ("change", "expected"),
     [
         ({"deployment_image": "lmsysorg/sglang:glm-5.3-flash"}, "deployment_image must be pinned by digest"),
         ({"deployment_image": DEFAULTS["deployment_image"] + "\n"}, '\\n"'),
+        (
+            {"deployment_sglang_version": "latest"},
+            'deployment_sglang_version must be a release as Python packaging writes it, like 0.5.23; got: "latest"',
+        ),
+        ({"deployment_sglang_version": "0.5.23\n"}, 'got: "0.5.23\\n"'),
+        ({"deployment_sglang_version": 0.5}, "got: 0.5"),
         ({"deployment_model_revision": "main"}, "deployment_model_revision must be a full 40-hex commit"),
         ({"deployment_model_revision": DEFAULTS["deployment_model_revision"] + "\n"}, "must be a full 40-hex commit"),
         (

@@ -20,7 +20,7 @@ def ready(node_server: dict | None = None) -> dict:
         "checks": CHECKS_OK,
         "ttft_ms": 41.0,
         "drift": [],
-        "server": node_server or {"served_model_name": "zai-org/GLM-5.3-Flash", "revision": REV},
+        "server": node_server or {"served_model_name": "zai-org/GLM-5.3-Flash", "revision": REV, "version": "0.5.23"},
     }
 
 
@@ -43,6 +43,7 @@ def test_rows_show_ready_failed_and_unreachable_nodes() -> None:
         ("gpu-4", False, "unreachable"),
     ]
     assert rows[0]["revision"] == REV
+    assert (rows[0]["sglang"], rows[1]["sglang"]) == ("0.5.23", None)  # the server's own, as it reports it
     assert rows[0]["ttft_ms"] == 41.0
     assert rows[1]["detail"] == "no answer in 30 s"
     assert rows[2]["detail"] == "ssh: timeout"

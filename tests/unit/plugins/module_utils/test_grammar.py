@@ -32,6 +32,15 @@ def test_pinned_image(value: object, fits: bool) -> None:
 
 @pytest.mark.parametrize(
     ("value", "fits"),
+    [("0.5.23", True), ("0.5.23.post1", True), ("0.5.24rc0", True), ("0.5.23+cu129", True), ("1.0", True),
+     ("0.5.23\n", False), ("latest", False), ("v0.5.23", False), ("0.5", True), ("5", False), (0.5, False)],
+)  # fmt: skip
+def test_release(value: object, fits: bool) -> None:
+    assert g.release(value) is fits
+
+
+@pytest.mark.parametrize(
+    ("value", "fits"),
     [("eb9eb208eb0d988989d07a6a12d0fdeb5f52574a", True), ("eb9eb208eb0d988989d07a6a12d0fdeb5f52574a\n", False),
      ("main", False), ("eb9eb20", False), ("EB9EB208EB0D988989D07A6A12D0FDEB5F52574A", False), (40, False)],
 )  # fmt: skip

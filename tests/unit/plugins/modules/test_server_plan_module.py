@@ -84,3 +84,63 @@ def test_the_servers_key_is_a_secret_of_the_run(mocker: Any, run_main: RunMain) 
     mocker.patch.object(basic.AnsibleModule, "exit_json", exit_json)
     assert run_main(server_plan.main, ARGS)["failed"] is False
     assert KEY in secrets
+
+
+IMAGE = "registry.example:5000/lmsysorg/sglang@sha256:" + "a" * 64
+
+
+def docker_at(mocker: Any) -> None:
+    mocker.patch.object(basic.AnsibleModule, "get_bin_path", lambda _self, name, **_kw: f"/usr/bin/{name}")
+
+
+def test_reads_the_images_sglang_release_beside_the_checks(mocker: Any, run_main: RunMain) -> None:
+    docker_at(mocker)
+    calls: list[list[str]] = []
+
+    def run_command(_self: Any, argv: list[str], **_kw: Any) -> tuple[int, str, str]:
+        calls.append(list(argv))
+        return (0, "0.5.23\n", "") if argv[0].endswith("/docker") else (0, SHOWN, "")
+
+    mocker.patch.object(basic.AnsibleModule, "run_command", run_command)
+    mocker.patch.object(server_plan, "probe", lambda _params, port: {"ready": True, "port": port})
+    out = run_main(server_plan.main, {**ARGS, "image": IMAGE}, check_mode=True)
+    assert (out["failed"], out["image_sglang_version"], out["image_error"]) == (False, "0.5.23", "")
+    docker = next(argv for argv in calls if argv[0] == "/usr/bin/docker")
+    # No pull, no network, no GPU runtime: a read of the image as the node has it.
+    assert docker == [
+        "/usr/bin/docker", "run", "--rm", "--pull", "never", "--network", "none", "--runtime", "runc",
+        "--entrypoint", "python3", IMAGE, "-c", server_plan.RELEASE,
+    ]  # fmt: skip
+
+
+def test_an_image_the_node_lacks_gives_no_release_and_the_engines_words(mocker: Any, run_main: RunMain) -> None:
+    docker_at(mocker)
+
+    def run_command(_self: Any, argv: list[str], **_kw: Any) -> tuple[int, str, str]:
+        if argv[0].endswith("/docker"):
+            return 125, "", "docker: Error response from daemon: No such image: " + IMAGE + ".\n"
+        return 0, SHOWN, ""
+
+    mocker.patch.object(basic.AnsibleModule, "run_command", run_command)
+    mocker.patch.object(server_plan, "probe", lambda _params, port: {"ready": True, "port": port})
+    out = run_main(server_plan.main, {**ARGS, "image": IMAGE})
+    assert out["failed"] is False
+    assert out["image_sglang_version"] is None
+    assert out["image_error"] == "docker: Error response from daemon: No such image: " + IMAGE + "."
+
+
+def test_without_an_image_nothing_is_run_in_docker(mocker: Any, run_main: RunMain) -> None:
+    calls = systemctl(mocker)
+    mocker.patch.object(server_plan, "probe", lambda _params, port: {"ready": True, "port": port})
+    out = run_main(server_plan.main, ARGS)
+    assert (out["image_sglang_version"], out["image_error"]) == (None, "")
+    assert [argv[0] for argv in calls] == ["systemctl"]
+
+
+def test_a_node_without_docker_gives_no_release_and_says_so(mocker: Any, run_main: RunMain) -> None:
+    systemctl(mocker)
+    mocker.patch.object(basic.AnsibleModule, "get_bin_path", return_value=None)
+    mocker.patch.object(server_plan, "probe", lambda _params, port: {"ready": True, "port": port})
+    out = run_main(server_plan.main, {**ARGS, "image": IMAGE}, check_mode=True)
+    assert (out["failed"], out["image_sglang_version"]) == (False, None)
+    assert out["image_error"] == "the docker CLI is not installed"

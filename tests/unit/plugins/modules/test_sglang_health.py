@@ -31,6 +31,33 @@ STREAM = [
     'event: message_stop\ndata: {"type": "message_stop"}\n\n',
 ]
 
+# A forced call of the health tool, as SGLang's Anthropic adapter streams it: thinking, then tool_use.
+TOOL_STREAM = [
+    'event: message_start\ndata: {"type": "message_start", "message": {"id": "msg_2", "content": []}}\n\n',
+    'event: content_block_start\ndata: {"type": "content_block_start", "index": 0, '
+    '"content_block": {"type": "thinking", "thinking": ""}}\n\n',
+    'event: content_block_delta\ndata: {"type": "content_block_delta", "index": 0, '
+    '"delta": {"type": "thinking_delta", "thinking": "Call it."}}\n\n',
+    'event: content_block_stop\ndata: {"type": "content_block_stop", "index": 0}\n\n',
+    'event: content_block_start\ndata: {"type": "content_block_start", "index": 1, '
+    '"content_block": {"type": "tool_use", "id": "call_1", "name": "glm_fleet_health", "input": {}}}\n\n',
+    'event: content_block_delta\ndata: {"type": "content_block_delta", "index": 1, '
+    '"delta": {"type": "input_json_delta", "partial_json": "{\\"ready\\": true, "}}\n\n',
+    'event: content_block_delta\ndata: {"type": "content_block_delta", "index": 1, '
+    '"delta": {"type": "input_json_delta", "partial_json": "\\"requests\\": 1}"}}\n\n',
+    'event: content_block_stop\ndata: {"type": "content_block_stop", "index": 1}\n\n',
+    'event: message_delta\ndata: {"type": "message_delta", "delta": {"stop_reason": "tool_use"}}\n\n',
+    'event: message_stop\ndata: {"type": "message_stop"}\n\n',
+]
+TOOL_MESSAGE = {
+    "type": "message",
+    "content": [
+        {"type": "thinking", "thinking": "Call it."},
+        {"type": "tool_use", "id": "call_1", "name": "glm_fleet_health", "input": {"ready": True, "requests": 1}},
+    ],
+    "stop_reason": "tool_use",
+}
+
 
 def lines(chunks: list[str]) -> list[str]:
     return [line + "\n" for chunk in chunks for line in chunk.split("\n")]
@@ -61,12 +88,15 @@ class FakeServer:
 
     def post_json(self, path: str, body: Any) -> Any:
         self._maybe_fail(path)
+        if path == "/v1/messages":
+            assert body["tool_choice"] == {"type": "tool", "name": "glm_fleet_health"}
+            return TOOL_MESSAGE
         return {"choices": [{"message": {"role": "assistant", "content": "Ready."}}]}
 
     def post_stream(self, path: str, body: Any) -> list[str]:
         self._maybe_fail(path)
         assert body["stream"] is True
-        return lines(STREAM)
+        return lines(TOOL_STREAM if "tools" in body else STREAM)
 
 
 def clock_from(times: list[float]) -> Any:
@@ -94,8 +124,14 @@ def test_a_serving_server_passes_every_check() -> None:
         "/v1/models",
         "/v1/chat/completions",
         "/v1/messages",
+        "/v1/messages",
+        "/v1/messages",
         "/get_server_info",
     ]
+    assert result["tool_use"]["detail"] == (
+        'JSON: glm_fleet_health({"ready": true, "requests": 1}); '
+        'stream: glm_fleet_health({"ready": true, "requests": 1})'
+    )
 
 
 def test_health_200_with_hung_generation_is_not_ready() -> None:
@@ -103,7 +139,7 @@ def test_health_200_with_hung_generation_is_not_ready() -> None:
     assert result["health"]["ok"] is True
     assert result["failed_check"] == "health_generate"
     assert result["health_generate"]["detail"] == "GET /health_generate: no answer in 30 s"
-    assert all(result[name]["skipped"] for name in ("models", "chat", "messages", "server_info"))
+    assert all(result[name]["skipped"] for name in ("models", "chat", "messages", "tool_use", "server_info"))
 
 
 def test_wrong_served_model_is_reported() -> None:
@@ -142,7 +178,61 @@ def test_drift_fails_the_server_info_check_and_is_returned() -> None:
 )
 def test_malformed_anthropic_streams_fail(chunks: list[str], message: str) -> None:
     with pytest.raises(sh.CheckFailed, match=message):
-        sh.anthropic_stream_text(sh.sse_events(lines(chunks)), lambda: None)
+        sh.generated_text(sh.anthropic_stream(sh.sse_events(lines(chunks)), lambda: None))
+
+
+def test_a_thinking_models_first_tokens_are_reasoning() -> None:
+    """GLM-5.3 thinks first: 8 tokens may all be reasoning, and that is a generated token."""
+    thinking = [TOOL_STREAM[0], *TOOL_STREAM[1:4], STREAM[-2], STREAM[-1]]
+    first: list[int] = []
+    message = sh.anthropic_stream(sh.sse_events(lines(thinking)), lambda: first.append(1))
+    assert sh.generated_text(message) == "Call it."
+    assert first == [1]
+    body = {"choices": [{"message": {"role": "assistant", "content": None, "reasoning_content": "Let me"}}]}
+    assert sh.chat_text(body) == "Let me"
+
+
+def with_blocks(*blocks: dict, stop: str = "tool_use") -> dict:
+    return {"content": list(blocks), "stop_reason": stop}
+
+
+CALL = {"type": "tool_use", "id": "c", "name": "glm_fleet_health", "input": {"ready": True, "requests": 1}}
+
+
+@pytest.mark.parametrize(
+    ("message", "error"),
+    [
+        (
+            with_blocks(
+                {"type": "text", "text": "<tool_call>glm_fleet_health<arg_key>ready</arg_key>"}, stop="end_turn"
+            ),
+            "came back as text, not tool_use .*--tool-call-parser glm47",
+        ),
+        (
+            with_blocks({"type": "text", "text": "Call it.</think>"}, CALL),
+            "thinking came back as text .*--reasoning-parser glm45",
+        ),
+        (
+            with_blocks({**CALL, "input": {"ready": "true", "requests": "1"}}),
+            "not typed by the tool's schema",
+        ),
+        (with_blocks({**CALL, "input": {"ready": True, "requests": True}}), "not typed"),
+        (with_blocks(CALL, CALL), "expected one tool_use"),
+        (with_blocks(CALL, stop="max_tokens"), "stop_reason is 'max_tokens'"),
+        ({"type": "error"}, "not a message"),
+    ],
+)
+def test_a_tool_call_claude_code_cannot_run_fails(message: dict, error: str) -> None:
+    with pytest.raises(sh.CheckFailed, match=error):
+        sh.tool_use_detail(message, "JSON")
+
+
+def test_a_streamed_call_is_read_from_its_input_json_deltas() -> None:
+    message = sh.anthropic_stream(sh.sse_events(lines(TOOL_STREAM)), lambda: None)
+    assert message["content"][1]["input"] == {"ready": True, "requests": 1}
+    broken = [*TOOL_STREAM[:6], *TOOL_STREAM[7:]]  # the second half of the input never came
+    with pytest.raises(sh.CheckFailed, match="streamed input is not JSON"):
+        sh.anthropic_stream(sh.sse_events(lines(broken)), lambda: None)
 
 
 def test_sse_parser_reads_openai_done_marker() -> None:
