@@ -84,13 +84,15 @@ class Scripted:
         self.script.write_text(json.dumps(list(raw)))
 
 
-def start(tmp: Path, lab_tokenizer: Path, parsers: tuple[str, ...] = PARSERS) -> tuple[subprocess.Popen[str], Scripted]:
+def start(
+    tmp: Path, lab_tokenizer: Path, *args: str, parsers: tuple[str, ...] = PARSERS
+) -> tuple[subprocess.Popen[str], Scripted]:
     home = hf_home(tmp / "hf", lab_tokenizer)
     script = tmp / "script.json"
     script.write_text(json.dumps(["</think>ready"]))
     port = free_port()
     proc = launch(
-        home, "--port", str(port), "--context-length", "8192", "--api-key", KEY,
+        home, "--port", str(port), "--context-length", "8192", "--api-key", KEY, *args,
         env={"GLM_STANDIN_SCRIPT": str(script)}, parsers=parsers,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
@@ -167,6 +169,26 @@ def test_parallel_tool_calls_stay_separate(model: Scripted, count: int) -> None:
     assert got == [(n, t) for n, _a, t in calls]
 
 
+def test_two_whole_calls_in_the_last_streamed_output_lose_the_second(tmp_path: Path, lab_tokenizer: Path) -> None:
+    """SGLang #33901, still in 0.5.23: the glm47 detector parses one call per increment and keeps
+    the rest in its buffer, which nothing reads once the stream ends. At SGLang's default
+    --stream-interval 1 (the fleet's) an increment is one token and never holds a whole call
+    (test_parallel_tool_calls_stay_separate); at 128 the scheduler sends this reply's first token,
+    then the other 67 as one output, and the second call in it never reaches a streaming client,
+    while the JSON answer has both (docs/testing.md)."""
+    proc, model = start(tmp_path, lab_tokenizer, "--stream-interval", "128")
+    try:
+        raw = "Two things.</think>" + call("Read", {"file_path": "/a"}) + call("Grep", {"pattern": "b"})
+        whole, streamed = both(model, raw)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    read, grep = ("Read", {"file_path": "/a"}), ("Grep", {"pattern": "b"})
+    assert blocks(whole) == [("thinking", "Two things."), read, grep]
+    assert blocks(streamed) == [("thinking", "Two things."), read]
+    assert streamed.stop_reason == "tool_use"
+
+
 def test_arguments_are_typed_by_the_tools_schema(model: Scripted) -> None:
     """SGLang #35564 streamed integers as strings. Values are raw text typed by the schema: a
     string that looks like a number stays a string."""
@@ -218,7 +240,7 @@ def test_a_reply_cut_inside_a_tool_call_is_what_sglang_makes_of_it(model: Script
 def test_without_the_tool_parser_a_call_reaches_the_client_as_text(tmp_path: Path, lab_tokenizer: Path) -> None:
     """A server started without `--tool-call-parser glm47` hands the model's raw call to the client:
     no tool_use, so Claude Code cannot run a tool (what the health gate must catch)."""
-    proc, scripted = start(tmp_path, lab_tokenizer, ("--reasoning-parser", "glm45"))
+    proc, scripted = start(tmp_path, lab_tokenizer, parsers=("--reasoning-parser", "glm45"))
     try:
         raw = "</think>" + call("Read", {"file_path": "/etc/hosts"})
         scripted.say(raw)
@@ -314,7 +336,7 @@ def test_the_health_gate_passes_a_server_with_the_recipes_parsers(model: Scripte
 def test_the_health_gate_fails_a_server_without_the_recipes_parsers(
     tmp_path: Path, lab_tokenizer: Path, parsers: tuple[str, ...], says: str
 ) -> None:
-    proc, scripted = start(tmp_path, lab_tokenizer, parsers)
+    proc, scripted = start(tmp_path, lab_tokenizer, parsers=parsers)
     scripted.script.unlink()
     try:
         report = health(scripted.url)
@@ -356,9 +378,11 @@ def test_every_cited_method_is_at_its_line_in_the_wheel() -> None:
         "serving_base.py": "sglang/srt/entrypoints/openai/serving_base.py",
         "http_server.py": "sglang/srt/entrypoints/http_server.py",
         "utils.py": "sglang/srt/entrypoints/openai/utils.py",
+        "output_streamer.py": "sglang/srt/managers/scheduler_components/output_streamer.py",
     }
     text = CHAT.read_text()
-    cited = re.findall(r"(serving_chat\.py|serving_base\.py|http_server\.py|utils\.py) (\d+)(?:-\d+)? (\w+)", text)
+    files = "|".join(re.escape(name) for name in sources)
+    cited = re.findall(rf"({files}) (\d+)(?:-\d+)? (\w+)", text)
     assert len(cited) >= 15
     for name, line, method in cited:
         lines = standin_deps.sglang_source(STANDIN_CACHE, sources[name]).read_text().splitlines()

@@ -166,6 +166,7 @@ class ServingChat:
         self.reasoning_parser = args.reasoning_parser
         self.tool_call_parser = args.tool_call_parser
         self.allow_auto_truncate = args.allow_auto_truncate
+        self.stream_interval = args.stream_interval
         self.context_len = context_len
         self.engine = engine
         self.supports_inline_system = SUPPORTS_INLINE_SYSTEM
@@ -279,12 +280,20 @@ class ServingChat:
         return adapted, request
 
     async def _generations(self, adapted: Any, request: ChatCompletionRequest) -> AsyncIterator[dict[str, Any]]:
-        """tokenizer_manager.generate_request, incremental: one dict per decoded token."""
+        """tokenizer_manager.generate_request, incremental: one dict per output the scheduler sends,
+        which is what output_streamer.py 444-470 accept lets through: every token
+        at --stream-interval 1, else the first token at once, then whenever `stream_interval`
+        tokens are unsent, and the last."""
         generation = self.engine.generate(request, adapted.prompt_tokens)
         pieces, finish = generation.send(None)  # the first step: validated and admitted: the tokens it will decode
         run = Generation(pieces, finish, adapted.prompt_tokens)
+        unsent, sent = "", 0
         for count, piece in enumerate(generation, start=1):
-            yield {"index": 0, "text": piece, "meta_info": run.meta(count, count == len(pieces))}
+            unsent += piece
+            last = count == len(pieces)
+            if last or self.stream_interval == 1 or count - sent >= self.stream_interval or sent == 0:
+                yield {"index": 0, "text": unsent, "meta_info": run.meta(count, last)}
+                unsent, sent = "", count
         if not pieces:
             yield {"index": 0, "text": "", "meta_info": run.meta(0, True)}
 

@@ -26,7 +26,9 @@ exercised against what they meet in production:
 - API keys: with --api-key, `Authorization: Bearer <key>` on every path but /health*, /ready* and
   /metrics*, else 401 {"error": "Unauthorized"}; with --admin-api-key, the admin routes (/flush_cache
   here) take only that key;
-- generation: a fixed answer, streamed a token a chunk, each output token decoded in
+- generation: a fixed answer, streamed a token a chunk (with --stream-interval N, as SGLang's
+  scheduler sends it: the first token at once, then N at a time, and the rest at the end), each
+  output token decoded in
   GLM_STANDIN_SECONDS_PER_TOKEN or 1/GLM_STANDIN_TOKENS_PER_SECOND (default 0; a file
   /tmp/glm-standin-seconds-per-token overrides it while it exists), and the server's decode capped
   at GLM_STANDIN_MAX_TOKENS_PER_SECOND over all running requests (each gets an equal share; the file
@@ -94,6 +96,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--context-length", type=int)
     p.add_argument("--allow-auto-truncate", action="store_true")
     p.add_argument("--max-running-requests", type=int)
+    p.add_argument("--stream-interval", type=int, default=1)
     p.add_argument("--mem-fraction-static", type=float)
     p.add_argument("--dsa-prefill-backend", choices=["trtllm", "flashmla", "fa3"])
     p.add_argument("--dsa-decode-backend", choices=["trtllm", "flashmla", "fa3"])
