@@ -19,8 +19,11 @@ description:
     kind, every target labelled with its inventory host (C(node)).
   - C(glm-sglang) scrapes each SGLang server's C(/metrics) (open without the API key);
     C(glm-health-generate) probes each server's C(/health_generate) through the blackbox exporter
-    (a real generation, no key needed); C(glm-gateway) the router's metrics; C(glm-node) node
-    exporter; C(glm-dcgm) NVIDIA's DCGM exporter; then the site's own jobs.
+    (a real generation, no key needed); C(glm-gateway) the router's metrics; C(glm-gateway-log)
+    the gateway's answers by status and developer (mtail over nginx's log); C(glm-node) node
+    exporter; C(glm-dcgm) NVIDIA's DCGM exporter; C(glm-gateway-https) probes each gateway's
+    C(/health) over HTTPS as clients reach it (the blackbox exporter's C(glm_gateway_https) module
+    verifies the certificate and reports its expiry); then the site's own jobs.
   - Raises an error naming the job and the value for a URL that is not C(http://host:port), a job
     name that is not letters, digits, C(_) and C(-) or is used twice, a group the inventory does not
     have, a port outside 1-65535 or a path that is not absolute.
@@ -30,7 +33,8 @@ options:
   _input:
     description:
       - Targets by kind, each a mapping of inventory host to a list of C(http://address:port) URLs
-        (keys C(sglang), C(gateway), C(node), C(dcgm)).
+        (keys C(sglang), C(gateway), C(gateway_log), C(node), C(dcgm)), and C(gateway_https), each
+        gateway's C(https://address:port) front door.
     type: dict
     required: true
   jobs:
@@ -66,32 +70,57 @@ _value:
 """
 
 KINDS = (("sglang", "glm-sglang", "/metrics"), ("gateway", "glm-gateway", "/metrics"),
-         ("node", "glm-node", "/metrics"), ("dcgm", "glm-dcgm", "/metrics"))  # fmt: skip
+         ("gateway_log", "glm-gateway-log", "/metrics"), ("node", "glm-node", "/metrics"),
+         ("dcgm", "glm-dcgm", "/metrics"))  # fmt: skip
 JOB_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,62}")
 PATH = re.compile(r"/[A-Za-z0-9._~/-]*")
 HOST_PORT = re.compile(r"[A-Za-z0-9.-]+:[0-9]{1,5}|\[[0-9A-Fa-f:]+\]:[0-9]{1,5}")
 TARGET_URL = re.compile(rf"http://({HOST_PORT.pattern})/?")
+HTTPS_URL = re.compile(rf"https://({HOST_PORT.pattern})/?")
 
 
-def _address(job: str, url: str) -> str:
-    """host:port of http://host:port[/], matched on the whole text (urlsplit drops line breaks)."""
-    found = TARGET_URL.fullmatch(str(url))
+def _address(job: str, url: str, scheme: str = "http") -> str:
+    """host:port of http://host:port[/] (or https://), matched on the whole text (urlsplit drops line breaks)."""
+    found = (HTTPS_URL if scheme == "https" else TARGET_URL).fullmatch(str(url))
     if not found:
-        raise AnsibleFilterError(f"{job}: a target must be an http://host:port URL; got: {url!r}")
+        raise AnsibleFilterError(f"{job}: a target must be an {scheme}://host:port URL; got: {url!r}")
     return found.group(1)
 
 
-def _static(job: str, by_host: dict) -> list[dict]:
+def _static(job: str, by_host: dict, scheme: str = "http") -> list[dict]:
     """One static config per inventory host, its targets sorted, labelled with the host."""
     groups = []
     for host in sorted(by_host):
         urls = by_host[host] or []
         if isinstance(urls, str):
             urls = [urls]
-        targets = sorted({_address(job, u) for u in urls})
+        targets = sorted({_address(job, u, scheme) for u in urls})
         if targets:
             groups.append({"targets": targets, "labels": {"node": str(host)}})
     return groups
+
+
+PROBES = (("glm-health-generate", "sglang", "http", "glm_health_generate", "http://$1/health_generate"),
+          ("glm-gateway-https", "gateway_https", "https", "glm_gateway_https", "https://$1/health"))  # fmt: skip
+
+
+def _probes(targets: dict, blackbox: str) -> list[dict]:
+    """The blackbox exporter's jobs: each target's URL probed with the job's module, labelled with
+    the target's host:port (instance) and inventory host (node)."""
+    configs = []
+    for job, kind, scheme, module, url in PROBES:
+        static = _static(job, targets.get(kind) or {}, scheme)
+        if static:
+            configs.append({
+                "job_name": job, "metrics_path": "/probe", "params": {"module": [module]},
+                "static_configs": static,
+                "relabel_configs": [
+                    {"source_labels": ["__address__"], "target_label": "__param_target", "replacement": url},
+                    {"source_labels": ["__address__"], "target_label": "instance"},
+                    {"target_label": "__address__", "replacement": blackbox},
+                ],
+            })  # fmt: skip
+    return configs
 
 
 def scrape_configs(
@@ -106,18 +135,7 @@ def scrape_configs(
         static = _static(job, targets.get(kind) or {})
         if static:
             configs.append({"job_name": job, "metrics_path": path, "static_configs": static})
-    servers = _static("glm-health-generate", targets.get("sglang") or {})
-    if servers:
-        configs.append({
-            "job_name": "glm-health-generate", "metrics_path": "/probe", "params": {"module": ["glm_health_generate"]},
-            "static_configs": servers,
-            "relabel_configs": [
-                {"source_labels": ["__address__"], "target_label": "__param_target",
-                 "replacement": "http://$1/health_generate"},
-                {"source_labels": ["__address__"], "target_label": "instance"},
-                {"target_label": "__address__", "replacement": str(blackbox)},
-            ],
-        })  # fmt: skip
+    configs += _probes(targets, str(blackbox))
     names = {c["job_name"] for c in configs}
     for index, job in enumerate(jobs or []):
         name = str(job.get("name", "")) if isinstance(job, dict) else ""

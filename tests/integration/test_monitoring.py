@@ -1,10 +1,13 @@
-"""The fleet's Prometheus on the lab (cache-1, from the distribution): every target up, the servers'
-throughput moving under load through the gateway, and an alert that fires when a server stops and
-resolves when it is back."""
+"""The fleet's Prometheus and Alertmanager on the lab (cache-1, from the distribution): every target
+up, the servers' throughput moving under load through the gateway, an alert that fires when a server
+stops and resolves when it is back, reaching the inventory's webhook once each way, and a node that
+is down holding back its server's alert."""
 
 from __future__ import annotations
 
+import datetime
 import json
+import math
 import ssl
 import sys
 import time
@@ -15,7 +18,7 @@ from typing import Any
 import anthropic
 import pytest
 from conftest import REPO, lab, site_stage
-from test_gateway import developer_key, in_node
+from test_gateway import call, developer_key, in_node
 
 MONITORING = f"{lab.PREFIX}-cache-1"
 SECRETS = lab.INVENTORY.parent / ".secrets"
@@ -58,6 +61,8 @@ def test_every_target_of_the_fleet_is_up(fleet: dict[str, Any]) -> None:
         "glm-sglang": servers,
         "glm-health-generate": servers,
         "glm-gateway": {f"{lab.SITE_CACHE_ADDRESS}:29000"},
+        "glm-gateway-log": {f"{lab.SITE_CACHE_ADDRESS}:3903"},
+        "glm-gateway-https": {f"{lab.SITE_CACHE_ADDRESS}:443"},  # its certificate verified against the site CA
         "glm-node": {f"{n['address']}:9100" for n in fleet["nodes"] if n["name"] in hosts},
         "glm-dcgm": {f"{n['address']}:9400" for n in fleet["nodes"] if n["group"] == "gpu_nodes"},
         "prometheus": {"127.0.0.1:9090"},
@@ -153,10 +158,39 @@ def firing(alert: str, **labels: str) -> list[dict]:
     ]
 
 
+def notifications(since: float, alert: str, node: str) -> list[dict]:
+    """What the lab's webhook (the inventory's receiver) got since `since` for the group of `alert`
+    on `node`: each notification's body with its arrival time."""
+    receiver = json.loads((lab.STATE_DIR / "services.json").read_text())["alerts"]
+    with urllib.request.urlopen(f"{receiver}/_lab/notifications", timeout=10) as resp:  # noqa: S310 - the lab's
+        kept = json.loads(resp.read())
+    group = {"alertname": alert, "node": node}
+    return [
+        {**n["body"], "received": n["received"]}
+        for n in kept
+        if n["received"] >= since and n["body"]["groupLabels"] == group
+    ]
+
+
+def held_back(alert: str, node: str) -> list[dict]:
+    """The alerts Alertmanager holds back (inhibited) for `alert` on `node`, from its own API."""
+    url = "http://127.0.0.1:9093/api/v2/alerts?" + urllib.parse.urlencode({"filter": f'alertname="{alert}"'})
+    alerts = json.loads(in_node(MONITORING, "curl", "-s", "--max-time", "10", url))
+    return [a for a in alerts if a["labels"].get("node") == node and a["status"]["inhibitedBy"]]
+
+
+# The lab's alert timing (inventories/lab/group_vars/monitoring.yml): scrape and evaluation every 2s,
+# GLMServerDown and GLMNodeDown after 6s, a group's first notification after 1s, a change after 2s.
+FOR, GROUP_WAIT, GROUP_INTERVAL, SCRAPE = 6, 1, 2, 2
+
+
 def test_a_stopped_server_fires_an_alert_that_resolves_when_it_is_back(fleet: dict[str, Any]) -> None:
+    """Prometheus fires GLMServerDown; Alertmanager sends the inventory's receiver exactly one
+    firing notification, within the rule's `for` plus the group wait (and the scrape and evaluation
+    that see it), and exactly one resolved one when the server is back."""
     victim = next(n for n in fleet["nodes"] if n["name"] == "gpu-1")
     assert not firing("GLMServerDown")
-    stopped = time.monotonic()
+    since, stopped = time.time(), time.monotonic()
     in_node(victim["container"], "systemctl", "stop", "pareto-glm53-flash.service")
     try:
         alerts = wait_for("GLMServerDown for gpu-1", lambda: firing("GLMServerDown", node="gpu-1"), timeout=60)
@@ -164,11 +198,88 @@ def test_a_stopped_server_fires_an_alert_that_resolves_when_it_is_back(fleet: di
         assert [a["labels"]["instance"] for a in alerts] == [f"{victim['address']}:18080"]
         assert "does not answer /metrics" in alerts[0]["annotations"]["summary"]
         assert not firing("GLMServerDown", node="gpu-2"), "a running server was reported down"
+        deadline = FOR + GROUP_WAIT + 2 * SCRAPE + 2 * SCRAPE  # the stop seen, the alert evaluated and sent
+        sent = wait_for(
+            "the firing notification", lambda: notifications(since, "GLMServerDown", "gpu-1"), timeout=deadline + 10
+        )
+        notified_after = sent[0]["received"] - since
+        assert sent[0]["status"] == "firing"
+        assert sent[0]["receiver"] == "lab-hook"
+        assert [a["labels"]["instance"] for a in sent[0]["alerts"]] == [f"{victim['address']}:18080"]
+        assert notified_after <= deadline + 10, f"notified {notified_after:.1f} s after the stop"
     finally:
         in_node(victim["container"], "systemctl", "start", "pareto-glm53-flash.service")
     restarted = time.monotonic()
     wait_for("GLMServerDown to resolve", lambda: not firing("GLMServerDown"), timeout=90)
-    print(  # the figures, for the closing report
-        f"monitoring: GLMServerDown fired {fired_after:.1f} s after the stop (for: 6s, scrape 2s) and "
-        f"resolved {time.monotonic() - restarted:.1f} s after the start"
+    resolved_after = time.monotonic() - restarted
+    wait_for(
+        "the resolved notification",
+        lambda: any(n["status"] == "resolved" for n in notifications(since, "GLMServerDown", "gpu-1")),
+        timeout=GROUP_INTERVAL + 20,
     )
+    time.sleep(3 * GROUP_INTERVAL)  # a repeat would come within a group interval
+    assert [n["status"] for n in notifications(since, "GLMServerDown", "gpu-1")] == ["firing", "resolved"]
+    print(  # the figures, for the closing report
+        f"monitoring: GLMServerDown fired {fired_after:.1f} s after the stop (for: {FOR}s, scrape {SCRAPE}s), "
+        f"reached the receiver {notified_after:.1f} s after the stop, "
+        f"and resolved {resolved_after:.1f} s after the start"
+    )
+
+
+def test_a_node_that_is_down_holds_back_its_servers_alert(fleet: dict[str, Any]) -> None:
+    """With GLMNodeDown firing for a node, its server's GLMServerDown fires in Prometheus but
+    Alertmanager holds it back (inhibited): the receiver hears of the node only."""
+    victim = next(n for n in fleet["nodes"] if n["name"] == "gpu-1")
+    wait_for("no GLMServerDown", lambda: not firing("GLMServerDown"), timeout=90)
+    since = time.time()
+    in_node(victim["container"], "systemctl", "stop", "prometheus-node-exporter.service")
+    try:
+        wait_for("GLMNodeDown's notification", lambda: notifications(since, "GLMNodeDown", "gpu-1"), timeout=60)
+        in_node(victim["container"], "systemctl", "stop", "pareto-glm53-flash.service")
+        try:
+            wait_for("GLMServerDown for gpu-1", lambda: firing("GLMServerDown", node="gpu-1"), timeout=60)
+            wait_for("GLMServerDown held back", lambda: held_back("GLMServerDown", "gpu-1"), timeout=30)
+            time.sleep(GROUP_WAIT + 2 * GROUP_INTERVAL + SCRAPE)  # when a notification would have gone
+            assert notifications(since, "GLMServerDown", "gpu-1") == []
+        finally:
+            in_node(victim["container"], "systemctl", "start", "pareto-glm53-flash.service")
+        wait_for("GLMServerDown to resolve", lambda: not firing("GLMServerDown"), timeout=90)
+    finally:
+        in_node(victim["container"], "systemctl", "start", "prometheus-node-exporter.service")
+    wait_for(
+        "GLMNodeDown's resolved notification",
+        lambda: any(n["status"] == "resolved" for n in notifications(since, "GLMNodeDown", "gpu-1")),
+        timeout=60,
+    )
+    time.sleep(3 * GROUP_INTERVAL)
+    assert notifications(since, "GLMServerDown", "gpu-1") == [], "a held-back alert was sent when it resolved"
+    assert [n["status"] for n in notifications(since, "GLMNodeDown", "gpu-1")] == ["firing", "resolved"]
+
+
+def test_a_burst_of_requests_without_a_key_reaches_the_receiver(fleet: dict[str, Any]) -> None:
+    """mtail counts each 401 the gateway answers (developer empty); Prometheus sees exactly those,
+    GLMGatewayUnauthorizedBurst fires (the lab allows 5 in 5 minutes) and its firing notification
+    reaches the inventory's webhook."""
+    counted = 'sum(glm_gateway_responses_total{job="glm-gateway-log",status="401",developer=""})'
+    # A counter's first sample is no increase: the first 401 since mtail started makes the series.
+    assert call("/v1/messages", "z" * 48) == "401"
+    wait_for("the first 401 in Prometheus", lambda: not math.isnan(value(counted)), timeout=30)
+    time.sleep(2 * SCRAPE)
+    before = value(counted)
+    for _request in range(8):
+        assert call("/v1/messages", "z" * 48) == "401"
+    wait_for("the 401s in Prometheus", lambda: value(counted) - before == 8, timeout=30)
+    alert = wait_for(
+        "GLMGatewayUnauthorizedBurst", lambda: firing("GLMGatewayUnauthorizedBurst", node="cache-1"), timeout=30
+    )[0]
+    assert "requests without a valid key on the gateway on cache-1" in alert["annotations"]["summary"]
+    # It may have fired before (earlier tests send 401s too): the notification of this firing.
+    active = datetime.datetime.fromisoformat(alert["activeAt"][:19] + "+00:00").timestamp()  # to the second
+    sent = wait_for(
+        "the burst's notification",
+        lambda: [
+            n for n in notifications(active - 1, "GLMGatewayUnauthorizedBurst", "cache-1") if n["status"] == "firing"
+        ],
+        timeout=30,
+    )
+    assert sent[0]["alerts"][0]["labels"]["severity"] == "warning"

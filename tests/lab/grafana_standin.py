@@ -24,6 +24,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from json_handler import JSONHandler
+
 DATASOURCES = [
     {"id": 1, "uid": "glm-prometheus", "orgId": 1, "name": "Prometheus", "type": "prometheus", "access": "proxy",
      "url": "http://127.0.0.1:9090", "isDefault": True},
@@ -45,15 +47,7 @@ def slug(title: str) -> str:
 
 
 def make_handler(store: Store, token: str) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def reply(self, status: int, body: Any) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
+    class Handler(JSONHandler):
         def authorized(self) -> bool:
             if self.headers.get("Authorization") == f"Bearer {token}":
                 return True

@@ -1,11 +1,14 @@
 """What a person checks by hand on the fleet's gateway: the units, HTTPS with the site CA, each
-developer's key opening the serving routes only, and the servers' key never leaving the gateway."""
+developer's key opening the serving routes only, the servers' key never leaving the gateway, and
+the answers counted by status and developer (mtail)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import re
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[3]
@@ -136,3 +139,39 @@ def test_no_key_in_argv_logs_or_readable_files(host) -> None:  # noqa: ANN001
         assert (f.user, f.mode) == ("root", 0o600), path
     assert server_key in host.file("/etc/glm-fleet/gateway/nginx/upstream-auth.conf").content_string
     assert server_key not in host.file("/etc/nginx/sites-available/glm-fleet-gateway.conf").content_string
+
+
+def answers(host) -> dict[tuple[str, str], float]:  # noqa: ANN001
+    """mtail's count of the gateway's answers: (status, developer) -> count."""
+    metrics = host.check_output("curl -s http://127.0.0.1:3903/metrics")
+    found = re.findall(r"^glm_gateway_responses_total\{([^}]*)\} (\S+)$", metrics, re.MULTILINE)
+    out = {}
+    for labels, value in found:
+        pairs = dict(re.findall(r'(\w+)="([^"]*)"', labels))
+        out[pairs["status"], pairs["developer"]] = float(value)
+    return out
+
+
+def test_mtail_counts_the_gateways_answers_by_status_and_developer(host) -> None:  # noqa: ANN001
+    """The program compiles as the role wrote it; each answer nginx logs is counted under its status
+    and developer (none for a request without a valid key), on the metrics address."""
+    service = host.service("mtail")
+    assert service.is_running, host.run("journalctl -u mtail --no-pager -n 30").stdout
+    assert service.is_enabled
+    assert host.socket("tcp://0.0.0.0:3903").is_listening
+    compiled = host.run("mtail --compile_only --logtostderr --address 127.0.0.1 --port 0 --progs /etc/mtail")
+    assert compiled.rc == 0, compiled.stderr
+    assert "Loaded program glm-fleet-gateway.mtail" in compiled.stderr
+    before = answers(host)
+    for _request in range(3):
+        assert curl(host, "/v1/models", "y" * 48)[0] == "401"
+    assert curl(host, "/v1/models", developer_key("bob"))[0] == "200"
+    deadline = time.monotonic() + 20
+    while True:
+        after = answers(host)
+        grew = {k: after.get(k, 0) - before.get(k, 0) for k in after}
+        if (grew.get(("401", "")) == 3 and grew.get(("200", "bob")) == 1) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert grew.get(("401", "")) == 3, after
+    assert grew.get(("200", "bob")) == 1, after

@@ -23,7 +23,7 @@ def targets(host) -> list[dict]:  # noqa: ANN001
 
 
 def test_services_run_and_start_at_boot(host) -> None:  # noqa: ANN001
-    for unit in ("prometheus", "prometheus-blackbox-exporter", "prometheus-node-exporter"):
+    for unit in ("prometheus", "prometheus-blackbox-exporter", "prometheus-alertmanager", "prometheus-node-exporter"):
         service = host.service(unit)
         assert service.is_running, host.run(f"journalctl -u {unit} --no-pager -n 30").stdout
         assert service.is_enabled
@@ -43,7 +43,37 @@ def test_promtool_accepts_the_configuration_and_the_rules(host) -> None:  # noqa
     assert host.run("promtool check config /etc/prometheus/prometheus.yml").rc == 0
     check = host.run("promtool check rules /etc/prometheus/glm-fleet-alerts.yml")
     assert check.rc == 0, check.stdout + check.stderr
-    assert "SUCCESS: 8 rules found" in check.stdout
+    assert "SUCCESS: 14 rules found" in check.stdout
+
+
+def test_alertmanager_listens_on_loopback_alone_and_prometheus_sends_to_it(host) -> None:  # noqa: ANN001
+    assert host.socket("tcp://127.0.0.1:9093").is_listening
+    assert not host.socket("tcp://0.0.0.0:9093").is_listening
+    assert not host.socket("tcp://0.0.0.0:9094").is_listening  # no cluster gossip
+    assert not host.socket("udp://0.0.0.0:9094").is_listening
+    active = json.loads(host.check_output(f"curl -s {PROMETHEUS}/api/v1/alertmanagers"))["data"]["activeAlertmanagers"]
+    assert [a["url"] for a in active] == ["http://127.0.0.1:9093/api/v2/alerts"]
+
+
+def test_alertmanagers_configuration_is_the_prometheus_users_alone_and_amtool_accepts_it(host) -> None:  # noqa: ANN001
+    config = host.file("/etc/prometheus/alertmanager.yml")
+    assert (config.user, config.group, config.mode) == ("prometheus", "prometheus", 0o600)
+    check = host.run("amtool check-config /etc/prometheus/alertmanager.yml")
+    assert check.rc == 0, check.stdout + check.stderr
+    assert "- 2 receivers" in check.stdout, check.stdout
+
+
+def test_alerts_route_by_severity_to_the_inventorys_receiver(host) -> None:  # noqa: ANN001
+    """The lab routes critical and warning to its webhook; anything else reaches no one."""
+
+    def route(*labels: str) -> str:
+        return host.check_output(
+            "amtool config routes test --config.file=/etc/prometheus/alertmanager.yml " + " ".join(labels)
+        )
+
+    assert route("alertname=GLMServerDown", "severity=critical", "node=gpu-1") == "lab-hook"
+    assert route("alertname=GLMKVCacheFull", "severity=warning", "node=gpu-1") == "lab-hook"
+    assert route("alertname=Other", "severity=info") == "glm-fleet-nobody"
 
 
 def test_alert_rules_pass_promtools_unit_tests(host) -> None:  # noqa: ANN001

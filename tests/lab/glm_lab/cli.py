@@ -68,6 +68,7 @@ def down() -> None:
     stop_pid(STATE_DIR / "www.pid")
     stop_pid(STATE_DIR / "hub.pid")
     stop_pid(STATE_DIR / "grafana.pid")
+    stop_pid(STATE_DIR / "alert.pid")
     stop_pid(STATE_DIR / "worker.pid")
     stop_pid(STATE_DIR / "private-registry" / "registry.pid")
     stop_pid(STATE_DIR / "private-registry" / "slowlink.pid")

@@ -28,6 +28,7 @@ PRIVATE_USER = "fleet-pull"
 HTTP_PORT = 8080
 HUB_PORT = 8090
 GRAFANA_PORT = 3000  # a site's Grafana (its HTTP API), where glm.fleet.monitoring provisions the dashboard
+ALERT_RECEIVER_PORT = 8095  # a site's webhook endpoint, where the fleet's Alertmanager sends alerts
 WORKER_PORT = 18099  # an SGLang stand-in on the gateway, for scenarios without GPU nodes
 SERVED_MODEL = "zai-org/GLM-5.3-Flash"
 REVISION = "eb9eb208eb0d988989d07a6a12d0fdeb5f52574a"

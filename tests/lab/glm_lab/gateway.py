@@ -20,6 +20,7 @@ import standin_deps
 from huggingface_hub import snapshot_download  # the controller venv's download client
 
 from glm_lab.config import (
+    ALERT_RECEIVER_PORT,
     CLIENT_REQUIREMENTS,
     DCGM_REPO,
     DCGM_TAG,
@@ -186,16 +187,40 @@ def start_hub(gateway: str) -> str:
     return url
 
 
+def start_tokened(gateway: str, what: str, script: str, port: int, *, token: tuple[str, str], ready: str) -> str:
+    """A lab service of ours (tests/lab/`script`) on the gateway, with a per-lab token."""
+    token_file = lab_token(*token)
+    stem = script.split("_", maxsplit=1)[0]
+    pidfile, logfile = STATE_DIR / f"{stem}.pid", STATE_DIR / f"{stem}.log"
+    argv = [sys.executable, str(HERE / script), "--bind", gateway, "--port", str(port), "--token-file", str(token_file)]
+    proc = start_daemon(what, argv, pidfile, logfile, (gateway, port))
+    url = f"http://{gateway}:{port}"
+    wait_http(f"{url}{ready}", f"the {what}", logfile, proc)
+    return url
+
+
 def start_grafana(gateway: str) -> str:
     """The Grafana stand-in (tests/lab/grafana_standin.py) with a per-lab service account token."""
-    token_file = lab_token("grafana_token", "glsa_lab_")
-    pidfile, logfile = STATE_DIR / "grafana.pid", STATE_DIR / "grafana.log"
-    argv = [sys.executable, str(HERE / "grafana_standin.py"), "--bind", gateway, "--port", str(GRAFANA_PORT),
-            "--token-file", str(token_file)]  # fmt: skip
-    proc = start_daemon("Grafana stand-in", argv, pidfile, logfile, (gateway, GRAFANA_PORT))
-    url = f"http://{gateway}:{GRAFANA_PORT}"
-    wait_http(f"{url}/_lab/dashboards", "the Grafana stand-in", logfile, proc)
-    return url
+    return start_tokened(
+        gateway,
+        "Grafana stand-in",
+        "grafana_standin.py",
+        GRAFANA_PORT,
+        token=("grafana_token", "glsa_lab_"),
+        ready="/_lab/dashboards",
+    )
+
+
+def start_alert_receiver(gateway: str) -> str:
+    """The alert receiver (tests/lab/alert_receiver.py): a webhook whose URL holds a per-lab token."""
+    return start_tokened(
+        gateway,
+        "alert receiver",
+        "alert_receiver.py",
+        ALERT_RECEIVER_PORT,
+        token=("alert_hook_token", "hook_"),
+        ready="/_lab/notifications",
+    )
 
 
 def start_worker(gateway: str, hub: str) -> str:
@@ -335,6 +360,7 @@ def services() -> dict[str, str]:
     fetch_wheels()
     hub = start_hub(gateway)
     grafana = start_grafana(gateway)
+    alerts = start_alert_receiver(gateway)
     write_services_vars_keys()
     worker = start_worker(gateway, hub)
     endpoints = {
@@ -343,6 +369,7 @@ def services() -> dict[str, str]:
         "www": www,
         "hub": hub,
         "grafana": grafana,
+        "alerts": alerts,
         "smoke_image": f"{SMOKE_REPO}@{smoke_digest}",
         "sglang_image": f"{SGLANG_REPO}:{SGLANG_TAG}@{sglang_digest}",
         "sglang_image_next": f"{SGLANG_REPO}:{SGLANG_TAG}-next@{next_digest}",
@@ -378,6 +405,7 @@ def write_services_vars(endpoints: dict[str, str]) -> None:
         f'glm_lab_worker: "{endpoints["worker"]}"\n'
         f'glm_lab_grafana: "{endpoints["grafana"]}"\n'
         f'glm_lab_grafana_token: "{(STATE_DIR / "grafana_token").read_text().strip()}"\n'
+        f'glm_lab_alert_webhook: "{endpoints["alerts"]}/hooks/{(STATE_DIR / "alert_hook_token").read_text().strip()}"\n'
         f'glm_lab_private_image: "{endpoints["private_image"]}"\n'
         f'glm_lab_registry_user: "{PRIVATE_USER}"\n'
         f'glm_lab_registry_password: "{(STATE_DIR / "registry_password").read_text().strip()}"\n'

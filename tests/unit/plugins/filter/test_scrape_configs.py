@@ -13,6 +13,7 @@ TARGETS: dict[str, Any] = {
     "sglang": {"gpu-2": ["http://10.0.0.12:18081", "http://10.0.0.12:18080"], "gpu-1": ["http://10.0.0.11:18080"],
                "cache-1": []},
     "gateway": {"cache-1": "http://10.0.0.5:29000"},
+    "gateway_log": {"cache-1": "http://10.0.0.5:3903"},
     "node": {"gpu-1": "http://10.0.0.11:9100", "cache-1": "http://10.0.0.5:9100", "laptop": []},
 }  # fmt: skip
 GROUPS = {"all": ["gpu-1", "cache-1"], "site_cache": ["cache-1"], "empty": []}
@@ -25,12 +26,14 @@ def jobs(configs: list[dict]) -> dict[str, dict]:
 
 def test_each_published_target_is_scraped_and_labelled_with_its_host() -> None:
     configs = jobs(scrape_configs(TARGETS, "127.0.0.1:9115"))
-    assert list(configs) == ["glm-sglang", "glm-gateway", "glm-node", "glm-health-generate"]
+    assert list(configs) == ["glm-sglang", "glm-gateway", "glm-gateway-log", "glm-node", "glm-health-generate"]
     assert configs["glm-sglang"]["static_configs"] == [
         {"targets": ["10.0.0.11:18080"], "labels": {"node": "gpu-1"}},
         {"targets": ["10.0.0.12:18080", "10.0.0.12:18081"], "labels": {"node": "gpu-2"}},
     ]
     assert configs["glm-gateway"]["static_configs"] == [{"targets": ["10.0.0.5:29000"], "labels": {"node": "cache-1"}}]
+    log = configs["glm-gateway-log"]["static_configs"]
+    assert log == [{"targets": ["10.0.0.5:3903"], "labels": {"node": "cache-1"}}]
     assert [g["labels"]["node"] for g in configs["glm-node"]["static_configs"]] == ["cache-1", "gpu-1"]
 
 
@@ -42,6 +45,16 @@ def test_health_generate_is_probed_through_the_blackbox_exporter() -> None:
     relabel = probe["relabel_configs"]
     assert relabel[0]["replacement"] == "http://$1/health_generate"
     assert relabel[-1] == {"target_label": "__address__", "replacement": "127.0.0.1:9115"}
+
+
+def test_each_gateways_front_door_is_probed_over_https_through_the_blackbox_exporter() -> None:
+    targets = {**TARGETS, "gateway_https": {"cache-1": "https://10.0.0.5:443"}}
+    probe = jobs(scrape_configs(targets, "127.0.0.1:9115"))["glm-gateway-https"]
+    assert probe["params"] == {"module": ["glm_gateway_https"]}
+    assert probe["static_configs"] == [{"targets": ["10.0.0.5:443"], "labels": {"node": "cache-1"}}]
+    assert probe["relabel_configs"][0]["replacement"] == "https://$1/health"
+    with pytest.raises(AnsibleFilterError, match="glm-gateway-https: a target must be an https://host:port URL"):
+        scrape_configs({"gateway_https": {"cache-1": "http://10.0.0.5:443"}}, "127.0.0.1:9115")
 
 
 def test_nothing_published_gives_no_jobs() -> None:
