@@ -109,6 +109,11 @@ def test_the_servers_see_the_servers_key_not_the_developers(host) -> None:  # no
 def test_random_and_missing_keys_get_401_and_admin_routes_404(host) -> None:  # noqa: ANN001
     assert curl(host, "/v1/models")[0] == "401"
     assert curl(host, "/v1/models", "x" * 48)[0] == "401"
+    # A developer's key in other letter case is another key (nginx's plain map strings ignore case).
+    swapped = developer_key("alice").swapcase()
+    assert swapped != developer_key("alice")
+    assert curl(host, "/v1/models", swapped)[0] == "401"
+    assert curl(host, "/v1/models", swapped, header="x-api-key")[0] == "401"
     assert curl(host, "/v1/models", (REPO / ".lab" / "api_key").read_text().strip())[0] == "401"
     for admin in ("/flush_cache", "/get_server_info", "/workers", "/generate", "/metrics"):
         status, text = curl(host, admin, developer_key("alice"))
