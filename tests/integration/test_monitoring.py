@@ -6,6 +6,7 @@ is down holding back its server's alert."""
 from __future__ import annotations
 
 import datetime
+import email
 import json
 import math
 import ssl
@@ -172,6 +173,15 @@ def notifications(since: float, alert: str, node: str) -> list[dict]:
     ]
 
 
+def mails(since: float, alert: str, node: str) -> list[str]:
+    """The subjects of the alert e-mails the lab's mail relay kept since `since` for the group of
+    `alert` on `node` (Alertmanager's default subject: `[FIRING:1] alert node (...)`), in order."""
+    maildir = lab.STATE_DIR / "mail" / "new"
+    kept = sorted(maildir.iterdir(), key=lambda p: p.stat().st_mtime) if maildir.is_dir() else []
+    subjects = [email.message_from_bytes(p.read_bytes())["Subject"] for p in kept if p.stat().st_mtime >= since]
+    return [s for s in subjects if s and s.split("] ", 1)[-1].startswith(f"{alert} {node} ")]
+
+
 def held_back(alert: str, node: str) -> list[dict]:
     """The alerts Alertmanager holds back (inhibited) for `alert` on `node`, from its own API."""
     url = "http://127.0.0.1:9093/api/v2/alerts?" + urllib.parse.urlencode({"filter": f'alertname="{alert}"'})
@@ -185,9 +195,10 @@ FOR, GROUP_WAIT, GROUP_INTERVAL, SCRAPE = 6, 1, 2, 2
 
 
 def test_a_stopped_server_fires_an_alert_that_resolves_when_it_is_back(fleet: dict[str, Any]) -> None:
-    """Prometheus fires GLMServerDown; Alertmanager sends the inventory's receiver exactly one
+    """Prometheus fires GLMServerDown; Alertmanager sends the inventory's webhook exactly one
     firing notification, within the rule's `for` plus the group wait (and the scrape and evaluation
-    that see it), and exactly one resolved one when the server is back."""
+    that see it), and exactly one resolved one when the server is back; the e-mail receiver (the
+    critical alerts) gets the same two, through the lab's mail relay."""
     victim = next(n for n in fleet["nodes"] if n["name"] == "gpu-1")
     assert not firing("GLMServerDown")
     since, stopped = time.time(), time.monotonic()
@@ -219,6 +230,9 @@ def test_a_stopped_server_fires_an_alert_that_resolves_when_it_is_back(fleet: di
     )
     time.sleep(3 * GROUP_INTERVAL)  # a repeat would come within a group interval
     assert [n["status"] for n in notifications(since, "GLMServerDown", "gpu-1")] == ["firing", "resolved"]
+    wait_for("both e-mails", lambda: len(mails(since, "GLMServerDown", "gpu-1")) >= 2, timeout=30)
+    subjects = mails(since, "GLMServerDown", "gpu-1")
+    assert [s.split("]", 1)[0] for s in subjects] == ["[FIRING:1", "[RESOLVED"], subjects
     print(  # the figures, for the closing report
         f"monitoring: GLMServerDown fired {fired_after:.1f} s after the stop (for: {FOR}s, scrape {SCRAPE}s), "
         f"reached the receiver {notified_after:.1f} s after the stop, "
@@ -253,6 +267,7 @@ def test_a_node_that_is_down_holds_back_its_servers_alert(fleet: dict[str, Any])
     )
     time.sleep(3 * GROUP_INTERVAL)
     assert notifications(since, "GLMServerDown", "gpu-1") == [], "a held-back alert was sent when it resolved"
+    assert mails(since, "GLMServerDown", "gpu-1") == [], "a held-back alert was e-mailed"
     assert [n["status"] for n in notifications(since, "GLMNodeDown", "gpu-1")] == ["firing", "resolved"]
 
 

@@ -60,18 +60,19 @@ def test_alertmanagers_configuration_is_the_prometheus_users_alone_and_amtool_ac
     assert (config.user, config.group, config.mode) == ("prometheus", "prometheus", 0o600)
     check = host.run("amtool check-config /etc/prometheus/alertmanager.yml")
     assert check.rc == 0, check.stdout + check.stderr
-    assert "- 2 receivers" in check.stdout, check.stdout
+    assert "- 3 receivers" in check.stdout, check.stdout
 
 
 def test_alerts_route_by_severity_to_the_inventorys_receiver(host) -> None:  # noqa: ANN001
-    """The lab routes critical and warning to its webhook; anything else reaches no one."""
+    """The lab routes critical and warning to its webhook, critical by e-mail too; anything else
+    reaches no one."""
 
     def route(*labels: str) -> str:
         return host.check_output(
             "amtool config routes test --config.file=/etc/prometheus/alertmanager.yml " + " ".join(labels)
         )
 
-    assert route("alertname=GLMServerDown", "severity=critical", "node=gpu-1") == "lab-hook"
+    assert route("alertname=GLMServerDown", "severity=critical", "node=gpu-1") == "lab-hook,lab-mail"
     assert route("alertname=GLMKVCacheFull", "severity=warning", "node=gpu-1") == "lab-hook"
     assert route("alertname=Other", "severity=info") == "glm-fleet-nobody"
 

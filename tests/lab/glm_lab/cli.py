@@ -69,12 +69,14 @@ def down() -> None:
     stop_pid(STATE_DIR / "hub.pid")
     stop_pid(STATE_DIR / "grafana.pid")
     stop_pid(STATE_DIR / "alert.pid")
+    stop_pid(STATE_DIR / "mail.pid")
     stop_pid(STATE_DIR / "worker.pid")
     stop_pid(STATE_DIR / "private-registry" / "registry.pid")
     stop_pid(STATE_DIR / "private-registry" / "slowlink.pid")
     shutil.rmtree(STATE_DIR / "private-registry", ignore_errors=True)
     shutil.rmtree(paths["base"], ignore_errors=True)
     shutil.rmtree(WWW, ignore_errors=True)
+    shutil.rmtree(STATE_DIR / "mail", ignore_errors=True)  # the alert e-mails
     shutil.rmtree(STATE_DIR / "worker-hf", ignore_errors=True)
     INVENTORY.unlink(missing_ok=True)
     shutil.rmtree(INVENTORY.parent / ".secrets", ignore_errors=True)  # the lab's site CA and developer keys

@@ -31,6 +31,7 @@ from glm_lab.config import (
     HTTP_PORT,
     HUB_PORT,
     LABEL,
+    MAILDIR,
     NETWORK,
     PRIVATE_REGISTRY_PORT,
     PRIVATE_REPO,
@@ -46,6 +47,7 @@ from glm_lab.config import (
     SLOW_LINK_PORT,
     SLOW_LINK_RATE,
     SMOKE_REPO,
+    SMTP_PORT,
     STANDIN_CACHE,
     STATE_DIR,
     SUBNET,
@@ -223,6 +225,16 @@ def start_alert_receiver(gateway: str) -> str:
     )
 
 
+def start_mail_relay(gateway: str) -> str:
+    """A site's mail relay (aiosmtpd, without TLS) that keeps every e-mail in the maildir MAILDIR."""
+    argv = [sys.executable, "-m", "aiosmtpd", "-n", "-l", f"{gateway}:{SMTP_PORT}",
+            "-c", "aiosmtpd.handlers.Mailbox", str(MAILDIR)]  # fmt: skip
+    logfile = STATE_DIR / "mail.log"
+    proc = start_daemon("mail relay", argv, STATE_DIR / "mail.pid", logfile, (gateway, SMTP_PORT))
+    wait_port((gateway, SMTP_PORT), "the mail relay", logfile, proc)
+    return f"{gateway}:{SMTP_PORT}"
+
+
 def start_worker(gateway: str, hub: str) -> str:
     """An SGLang stand-in on the gateway (one fake GPU, the lab's API key, metrics on), for the
     scenarios that route to or scrape a server without a GPU node of their own. Its Hugging Face
@@ -361,6 +373,7 @@ def services() -> dict[str, str]:
     hub = start_hub(gateway)
     grafana = start_grafana(gateway)
     alerts = start_alert_receiver(gateway)
+    mail = start_mail_relay(gateway)
     write_services_vars_keys()
     worker = start_worker(gateway, hub)
     endpoints = {
@@ -370,6 +383,7 @@ def services() -> dict[str, str]:
         "hub": hub,
         "grafana": grafana,
         "alerts": alerts,
+        "mail": mail,
         "smoke_image": f"{SMOKE_REPO}@{smoke_digest}",
         "sglang_image": f"{SGLANG_REPO}:{SGLANG_TAG}@{sglang_digest}",
         "sglang_image_next": f"{SGLANG_REPO}:{SGLANG_TAG}-next@{next_digest}",
@@ -406,6 +420,7 @@ def write_services_vars(endpoints: dict[str, str]) -> None:
         f'glm_lab_grafana: "{endpoints["grafana"]}"\n'
         f'glm_lab_grafana_token: "{(STATE_DIR / "grafana_token").read_text().strip()}"\n'
         f'glm_lab_alert_webhook: "{endpoints["alerts"]}/hooks/{(STATE_DIR / "alert_hook_token").read_text().strip()}"\n'
+        f'glm_lab_smtp: "{endpoints["mail"]}"\n'
         f'glm_lab_private_image: "{endpoints["private_image"]}"\n'
         f'glm_lab_registry_user: "{PRIVATE_USER}"\n'
         f'glm_lab_registry_password: "{(STATE_DIR / "registry_password").read_text().strip()}"\n'
