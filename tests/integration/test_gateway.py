@@ -15,6 +15,7 @@ from typing import Any
 
 import anthropic
 import pytest
+import yaml
 from conftest import (
     PRECOMPILE_TASK,
     REPO,
@@ -166,6 +167,61 @@ def test_removing_a_developer_revokes_the_key_without_restarting_anything(
     assert started() == before, "a GPU node's server or the router restarted for a key change"
 
 
+def anthropic_client(key: str, max_retries: int = 0) -> anthropic.Anthropic:
+    trust = ssl.create_default_context(cafile=str(SECRETS / "ca" / "ca.pem"))
+    return anthropic.Anthropic(
+        base_url=f"https://{lab.SITE_CACHE_ADDRESS}", auth_token=key, api_key=None, max_retries=max_retries,
+        http_client=anthropic.DefaultHttpxClient(verify=trust),
+    )  # fmt: skip
+
+
+def test_a_developer_over_their_limit_gets_429_to_retry_and_the_others_are_not_slowed(
+    runner: Runner, gateway: dict[str, Any], slow_generation: list[tuple[str, str]]
+) -> None:
+    """alice may have 2 requests at once, bob 2 a minute (1 more in a burst); laptop-1 has the lab's
+    share. Over a limit: 429, Retry-After, an Anthropic rate_limit_error the SDK retries on its own,
+    and no other developer held back."""
+    lab_limits = yaml.safe_load((lab.INVENTORY.parent / "group_vars" / "gateway.yml").read_text())[
+        "gateway_developer_limits"
+    ]
+    limits = lab_limits | {"alice": {"concurrency": 2}, "bob": {"requests_per_minute": 2, "burst": 1}}
+    added = runner.playbook(PLAYBOOK, extravars={"gateway_developers": ["laptop-1", "alice", "bob"],
+                                                 "gateway_developer_limits": limits})  # fmt: skip
+    assert added.status == "successful", run_log(added)
+    logged = int(in_node(GATEWAY, "sh", "-c", "wc -l < /var/log/nginx/glm-fleet-gateway.log"))
+    alice, bob, laptop = (anthropic_client(developer_key(name)) for name in ("alice", "bob", "laptop-1"))
+    ask = {"model": "zai-org/GLM-5.3-Flash", "max_tokens": 24, "messages": [{"role": "user", "content": "hi"}]}
+    try:
+        # alice: two streams at once, a third is refused while they run; laptop-1 goes on meanwhile.
+        with alice.messages.stream(**ask) as first, alice.messages.stream(**ask) as second:
+            with pytest.raises(anthropic.RateLimitError) as refused:
+                alice.messages.create(**ask)
+            assert refused.value.response.headers["retry-after"] == "1"  # 300 a minute: a request's share
+            assert refused.value.body["type"] == "error"
+            assert refused.value.body["error"]["type"] == "rate_limit_error"
+            assert all(laptop.messages.create(**ask).content for _turn in range(3))
+            assert "Hello from GLM-5.3-Flash" in first.get_final_text() + second.get_final_text()
+        # The SDK (as Claude Code) retries a 429 on its own after Retry-After, and gets through once a
+        # slot is free.
+        with alice.messages.stream(**ask) as first, alice.messages.stream(**ask) as second:
+            assert anthropic_client(developer_key("alice"), max_retries=8).messages.create(**ask).content
+            first.get_final_text(), second.get_final_text()
+        # bob: one request, one more in the burst, then 429 for half a minute (2 a minute).
+        assert bob.messages.create(**ask).content
+        assert bob.messages.create(**ask).content
+        with pytest.raises(anthropic.RateLimitError) as refused:
+            bob.messages.create(**ask)
+        assert refused.value.response.headers["retry-after"] == "30"
+        assert laptop.messages.create(**ask).content
+    finally:
+        removed = runner.playbook(PLAYBOOK)
+        assert removed.status == "successful", run_log(removed)
+    # The gateway's log names who was throttled (the 429 rate that GLMGatewayThrottling reads).
+    log = in_node(GATEWAY, "tail", "-n", f"+{logged + 1}", "/var/log/nginx/glm-fleet-gateway.log")
+    throttled = [line for line in log.splitlines() if '" 429 ' in line]
+    assert {line.split("developer=")[1].split()[0] for line in throttled} == {"alice", "bob"}, throttled
+
+
 def self_signed(key: ec.EllipticCurvePrivateKey) -> str:
     """A certificate for `key` (its own CA), as a site would give one."""
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "cache-1")])
@@ -220,6 +276,10 @@ SITE_KEY, OTHER_KEY = ec.generate_private_key(ec.SECP256R1()), ec.generate_priva
             'gateway_workers must be http://address:port URLs; got: ["http',
         ),
         (
+            {"gateway_developer_limits": {"laptop-1": {"concurrency": 0}}},
+            'gateway_developer_limits["laptop-1"].concurrency must be a whole number from 1 to 999999; got: 0',
+        ),
+        (
             {"gateway_developers": ["a"], "gateway_developer_keys": {"a": "k" * 40 + "\n"}},
             'must be 32-128 characters of letters, digits, _ and - (values not shown); wrong for: ["a"]',
         ),
@@ -233,6 +293,7 @@ SITE_KEY, OTHER_KEY = ec.generate_private_key(ec.SECP256R1()), ec.generate_priva
         "mismatched-pair",
         "policy",
         "worker-newline",
+        "zero-limit",
         "key-newline",
     ],
 )
