@@ -31,6 +31,11 @@ def quantile(q: float, histogram: str) -> str:
     return f"histogram_quantile({q}, sum by (le) (rate(sglang:{histogram}_bucket{{{SERVERS}}}[5m])))"
 
 
+def per_developer(counter: str) -> list[tuple[str, str]]:
+    """One of SGLang's token counters as a rate per developer (the label the gateway's header sets)."""
+    return [("{{developer}}", f"sum by (developer) (rate(sglang:{counter}{{{SERVERS}}}[5m]))")]
+
+
 # (row, title, unit, [(legend, PromQL)]); DCGM's panels have data once a DCGM exporter is scraped.
 PANELS: list[tuple[str, str, str, list[tuple[str, str]]]] = [
     ("Throughput", "Fleet output tokens/s", "short", [
@@ -64,6 +69,11 @@ PANELS: list[tuple[str, str, str, list[tuple[str, str]]]] = [
         # SMG sets smg_worker_health when a worker's health changes; 0 is out of rotation
         ("unhealthy at the gateway", 'count(smg_worker_health{job="glm-gateway"} == 0) or vector(0)'),
     ]),
+    # The servers count each request's tokens under the developer the gateway named (an empty name:
+    # a request that did not come through the gateway).
+    ("Developers", "Input tokens/s per developer (cached included)", "short", per_developer("prompt_tokens_total")),
+    ("Developers", "Cached input tokens/s per developer", "short", per_developer("cached_tokens_total")),
+    ("Developers", "Output tokens/s per developer", "short", per_developer("generation_tokens_total")),
     ("GPUs", "GPU utilisation", "percent", [
         ("{{node}} GPU {{gpu}}", 'DCGM_FI_DEV_GPU_UTIL{node=~"$node"}'),
     ]),

@@ -45,6 +45,10 @@ _value:
 
 SERVED_NAME_RE = re.compile(r"[A-Za-z0-9/][A-Za-z0-9._/:@+-]*")
 POSITIVE_RE = re.compile(r"[1-9][0-9]*")
+# The SMG router forwards to the servers only the headers it knows, and of the rest only names that
+# begin x-request-id- (smg model_gateway/src/routers/common/header_utils.rs,
+# should_forward_request_header): the header that labels a request must be one of those.
+USAGE_HEADER_RE = re.compile(r"x-request-id-[a-z0-9][a-z0-9-]{0,47}", re.IGNORECASE)
 SIZES = ("deployment_tp_size", "deployment_ep_size", "deployment_context_length")
 
 
@@ -60,6 +64,11 @@ GRAMMARS: dict[str, tuple[Callable[[str], bool], str]] = {
     "deployment_served_model_name": (
         lambda v: SERVED_NAME_RE.fullmatch(v) is not None,
         "must be a model name (letters, digits and ._/:@+-, no spaces or control characters)",
+    ),
+    "deployment_usage_label_header": (
+        lambda v: USAGE_HEADER_RE.fullmatch(v) is not None,
+        "must be a header name that begins x-request-id- (then letters, digits and -): the SMG router forwards"
+        " no other header of its own to the servers",
     ),
 }
 

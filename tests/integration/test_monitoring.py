@@ -5,8 +5,10 @@ is down holding back its server's alert."""
 
 from __future__ import annotations
 
+import csv
 import datetime
 import email
+import io
 import json
 import math
 import ssl
@@ -18,11 +20,13 @@ from typing import Any
 
 import anthropic
 import pytest
-from conftest import REPO, lab, site_stage
+import yaml
+from conftest import REPO, Runner, lab, run_log, site_stage
 from test_gateway import call, developer_key, in_node
 
 MONITORING = f"{lab.PREFIX}-cache-1"
 SECRETS = lab.INVENTORY.parent / ".secrets"
+GATEWAY_PLAYBOOK = REPO / "playbooks" / "gateway.yml"
 
 
 def prometheus(path: str, **params: str) -> Any:
@@ -134,6 +138,103 @@ def test_generated_tokens_reach_prometheus_as_the_servers_counted_them(fleet: di
         output += message.usage.output_tokens
     wait_for(f"{total} to grow by {output} from {before}", lambda: value(total) - before == output, timeout=30)
     assert value("max(max_over_time(sglang:gen_throughput{job='glm-sglang'}[1m]))") > 0
+
+
+def developer_counts() -> dict[str, dict[str, float]]:
+    """The fleet's token counters in Prometheus, by developer: input (cached included), cached, output."""
+    found: dict[str, dict[str, float]] = {}
+    for kind, metric in (("input", "prompt_tokens_total"), ("cached", "cached_tokens_total"),
+                         ("output", "generation_tokens_total")):  # fmt: skip
+        for series in prometheus("/api/v1/query", query=f"sum by (developer) (sglang:{metric}{{job='glm-sglang'}})")[
+            "result"
+        ]:
+            developer = series["metric"].get("developer", "")
+            found.setdefault(developer, {"input": 0, "cached": 0, "output": 0})[kind] = float(series["value"][1])
+    return found
+
+
+def converse(developer: str, turns: int) -> dict[str, int]:
+    """A Claude-Code-shaped conversation through the gateway with `developer`'s key (a long system
+    prompt, turns that grow it, streamed and not in turn): the usage its answers reported."""
+    trust = ssl.create_default_context(cafile=str(SECRETS / "ca" / "ca.pem"))
+    client = anthropic.Anthropic(
+        base_url=f"https://{lab.SITE_CACHE_ADDRESS}", auth_token=developer_key(developer), api_key=None,
+        http_client=anthropic.DefaultHttpxClient(verify=trust),
+    )  # fmt: skip
+    system = "You are a coding agent in a large repository; read before you write. " * 40
+    messages: list[dict[str, Any]] = []
+    used = {"input": 0, "cached": 0, "output": 0}
+    for turn in range(turns):
+        messages.append({"role": "user", "content": f"step {turn} of {developer}'s task"})
+        ask = {"model": "zai-org/GLM-5.3-Flash", "max_tokens": 40, "system": system, "messages": messages}
+        if turn % 2:
+            with client.messages.stream(**ask) as stream:
+                answer = stream.get_final_message()
+        else:
+            answer = client.messages.create(**ask)
+        cached = answer.usage.cache_read_input_tokens or 0
+        used["input"] += answer.usage.input_tokens + cached
+        used["cached"] += cached
+        used["output"] += answer.usage.output_tokens
+        messages.append({"role": "assistant", "content": [{"type": "text", "text": b.text} for b in answer.content
+                                                          if b.type == "text"]})  # fmt: skip
+    return used
+
+
+def usage_file_rows(start: float, end: float) -> tuple[str, dict[str, dict[str, str]]]:
+    """Run the monitoring host's usage report for [start, end]: the day and the file's rows by developer,
+    after checking the file is the day's, 0640 root:root."""
+    report = ("python3", "/usr/local/libexec/glm-fleet/usage-report", "/etc/glm-fleet/usage-report.json")
+    out = in_node(MONITORING, *report, "--start", str(start), "--end", str(end))
+    day = datetime.datetime.fromtimestamp(start, datetime.UTC).date().isoformat()
+    path = f"/var/lib/glm-fleet/usage/usage-{day}.csv"
+    assert path in out, out
+    assert in_node(MONITORING, "stat", "-c", "%a %U %G", path) == "640 root root"
+    return day, {r["developer"]: r for r in csv.DictReader(io.StringIO(in_node(MONITORING, "cat", path)))}
+
+
+def test_each_developers_tokens_reach_prometheus_and_the_days_file_as_their_answers_reported(
+    runner: Runner, fleet: dict[str, Any]
+) -> None:
+    """Two developers with different loads through the gateway (Claude Code's shape: a long system
+    prompt, a conversation that grows): each one's input, cached input and output counters grow by
+    exactly the usage their answers reported, and the usage report's file for that window holds the
+    same figures with their price at the hosted service's rates."""
+    lab_limits = yaml.safe_load((lab.INVENTORY.parent / "group_vars" / "gateway.yml").read_text())[
+        "gateway_developer_limits"
+    ]
+    added = runner.playbook(GATEWAY_PLAYBOOK, extravars={"gateway_developers": ["laptop-1", "alice"],
+                                                         "gateway_developer_limits": lab_limits})  # fmt: skip
+    assert added.status == "successful", run_log(added)
+    try:
+        start = time.time() - 1
+        before = developer_counts()
+        sent = {developer: converse(developer, turns) for developer, turns in (("laptop-1", 5), ("alice", 2))}
+        assert sent["laptop-1"]["cached"] > 0, sent  # a conversation's later turns found its prefix cached
+
+        def grown() -> dict[str, dict[str, float]]:
+            after = developer_counts()
+            zero = {"input": 0, "cached": 0, "output": 0}
+            return {d: {k: after.get(d, zero)[k] - before.get(d, zero)[k] for k in zero} for d in sent}
+
+        deadline = time.monotonic() + 30  # a few scrapes
+        while grown() != sent and time.monotonic() < deadline:
+            time.sleep(1)
+        assert grown() == sent, (grown(), sent)
+        day, rows = usage_file_rows(start, time.time() + 1)
+        for developer, mine in sent.items():
+            uncached = mine["input"] - mine["cached"]
+            cost = (uncached * 0.20 + mine["cached"] * 0.05 + mine["output"] * 0.50) / 1e6
+            assert rows[developer] == {
+                "day": day, "developer": developer, "input_tokens": str(uncached),
+                "cached_input_tokens": str(mine["cached"]), "output_tokens": str(mine["output"]),
+                "hosted_usd": f"{cost:.4f}",
+            }, (rows[developer], mine)  # fmt: skip
+        assert in_node(MONITORING, "systemctl", "is-enabled", "glm-fleet-usage-report.timer") == "enabled"
+        print(f"metering: {sent}")  # the figures, for the closing report
+    finally:
+        removed = runner.playbook(GATEWAY_PLAYBOOK)
+        assert removed.status == "successful", run_log(removed)
 
 
 def test_every_dashboard_query_is_valid_and_the_servers_ones_have_data(fleet: dict[str, Any]) -> None:

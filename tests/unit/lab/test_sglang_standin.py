@@ -130,9 +130,12 @@ def wait_healthy(url: str, proc: subprocess.Popen[str]) -> None:
     pytest.fail(f"the stand-in did not start: {proc.communicate()[0]}")
 
 
-def call(url: str, path: str, body: Any = None, token: str | None = KEY, header: str | None = None) -> tuple[int, str]:
+def call(
+    url: str, path: str, body: Any = None, token: str | None = KEY, header: str | None = None,
+    *, headers: dict[str, str] | None = None,
+) -> tuple[int, str]:  # fmt: skip
     data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url + path, data=data, method="POST" if data else "GET")  # noqa: S310
+    request = urllib.request.Request(url + path, data=data, method="POST" if data else "GET", headers=headers or {})  # noqa: S310
     if header is not None or token is not None:
         request.add_header("Authorization", header if header is not None else f"Bearer {token}")
     try:
@@ -523,10 +526,11 @@ def scrape(url: str) -> dict[str, Any]:
 
 
 def sample(families: dict[str, Any], name: str, **labels: str) -> float:
+    """One series' value; 0 for a labelled counter no request has counted in yet (no series)."""
     samples = [s for family in families.values() for s in family.samples]
     values = [s.value for s in samples if s.name == name and labels.items() <= s.labels.items()]
-    assert len(values) == 1, (name, labels, values)
-    return values[0]
+    assert len(values) <= 1, (name, labels, values)
+    return values[0] if values else 0.0
 
 
 def test_metrics_are_sglangs_names_labels_types_and_buckets(server: str) -> None:
@@ -546,7 +550,7 @@ def test_metrics_are_sglangs_names_labels_types_and_buckets(server: str) -> None
         assert kind == family.type, (name, family.type, kind)
     scheduler = {"model_name", "engine_type", "tp_rank", "pp_rank", "moe_ep_rank"}
     assert set(families["sglang:num_running_reqs"].samples[0].labels) == scheduler
-    assert set(families["sglang:prompt_tokens"].samples[0].labels) == {"model_name", "engine_type"}
+    assert set(families["sglang:prompt_tokens"].samples[0].labels) == {"model_name", "engine_type", "is_streaming"}
     ttft = families["sglang:time_to_first_token_seconds"].samples
     assert {s.labels["is_streaming"] for s in ttft} <= {"true", "false"}
     bounds = [float(s.labels["le"]) for s in ttft if s.name.endswith("_bucket") and s.labels["is_streaming"] == "true"]
@@ -570,11 +574,11 @@ def test_metrics_follow_the_load(server: str) -> None:
     def grew(name: str, **labels: str) -> float:
         return sample(after, name, **labels) - sample(before, name, **labels)
 
-    assert grew("sglang:prompt_tokens_total") == prompt
-    assert grew("sglang:generation_tokens_total") == output
+    assert grew("sglang:prompt_tokens_total", is_streaming="true") == prompt
+    assert grew("sglang:generation_tokens_total", is_streaming="true") == output
     assert grew("sglang:num_requests_total", is_streaming="true") == 1
     assert grew("sglang:time_to_first_token_seconds_count", is_streaming="true") == 1
-    assert grew("sglang:e2e_request_latency_seconds_count") == 1
+    assert grew("sglang:e2e_request_latency_seconds_count", is_streaming="true") == 1
     assert grew("sglang:inter_token_latency_seconds_count") >= 1
     # 0.02 s per output token: the first came at least one token's decode after the start
     assert grew("sglang:time_to_first_token_seconds_sum", is_streaming="true") >= 0.02
@@ -582,6 +586,85 @@ def test_metrics_follow_the_load(server: str) -> None:
     assert sample(after, "sglang:num_running_reqs") == 0
     assert sample(after, "sglang:token_usage") == 0
     assert sample(after, "sglang:context_len") == CONTEXT
+
+
+def test_each_requests_custom_labels_and_cached_prefix_are_counted_as_its_usage_says(
+    tmp_path: Path, lab_tokenizer: Path
+) -> None:
+    """With --tokenizer-metrics-allowed-custom-labels developer and --enable-cache-report, as the fleet
+    runs: the counters of each developer (the custom-labels header's value) grow by the usage their
+    answers reported, cached input included; a label not allowed is dropped; a conversation's second
+    turn finds its first turn's whole pages in the cache (64 tokens each)."""
+    home = hf_home(tmp_path / "hf", lab_tokenizer)
+    port = free_port()
+    proc = launch(home, "--port", str(port), "--context-length", str(CONTEXT), "--enable-metrics",
+                  "--enable-cache-report", "--tokenizer-metrics-allowed-custom-labels", "developer")  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, proc)
+        system = "You are a careful coding agent working in a large repository. " * 30
+        sent: dict[str, dict[str, int]] = {}
+
+        def turn(
+            developer: str, messages: list[dict[str, Any]], stream: bool, labels: dict[str, str]
+        ) -> dict[str, int]:
+            body = {"model": MODEL, "max_tokens": 32, "stream": stream, "system": system, "messages": messages}
+            status, text = call(url, "/v1/messages", body, token=None, headers={"x-custom-labels": json.dumps(labels)})
+            assert status == 200, text
+            if stream:
+                events = [json.loads(data) for _name, data in sse_events(text)]
+                usage = next(e for e in events if e["type"] == "message_start")["message"]["usage"]
+                usage |= next(e for e in events if e["type"] == "message_delta")["usage"]
+            else:
+                usage = json.loads(text)["usage"]
+            mine = sent.setdefault(developer, {"input": 0, "cached": 0, "output": 0})
+            mine["input"] += usage["input_tokens"] + usage.get("cache_read_input_tokens", 0)
+            mine["cached"] += usage.get("cache_read_input_tokens", 0)
+            mine["output"] += usage["output_tokens"]
+            return usage
+
+        first = turn("alice", user("read the README"), True, {"developer": "alice"})
+        assert "cache_read_input_tokens" not in first  # nothing cached yet
+        history = [*user("read the README"), {"role": "assistant", "content": "Done."}, *user("now the tests")]
+        second = turn("alice", history, False, {"developer": "alice"})
+        assert second["cache_read_input_tokens"] >= 64, second
+        assert second["cache_read_input_tokens"] % 64 == 0, second
+        turn("bob", user("hi"), True, {"developer": "bob", "team": "platform"})  # team: not an allowed label
+        turn("", user("hi"), False, {})  # no label: the empty value
+        families = scrape(url)
+        for developer, mine in sent.items():
+            both = [sample(families, "sglang:prompt_tokens_total", developer=developer, is_streaming=flag)
+                    for flag in ("true", "false")]  # fmt: skip
+            assert sum(both) == mine["input"], (developer, both, mine)
+            assert (
+                sum(
+                    sample(families, "sglang:generation_tokens_total", developer=developer, is_streaming=flag)
+                    for flag in ("true", "false")
+                )
+                == mine["output"]
+            )
+            assert (
+                sample(families, "sglang:cached_tokens_total", developer=developer, cache_source="device")
+                == mine["cached"]
+            )
+        labels = {key for f in families.values() for smp in f.samples for key in smp.labels}
+        assert "developer" in labels
+        assert "team" not in labels
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_custom_labels_without_their_header_are_refused_at_start(tmp_path: Path, lab_tokenizer: Path) -> None:
+    home = hf_home(tmp_path / "hf", lab_tokenizer)
+    proc = launch(home, "--port", str(free_port()), "--tokenizer-metrics-custom-labels-header", "",
+                  "--tokenizer-metrics-allowed-custom-labels", "developer")  # fmt: skip
+    out = proc.communicate(timeout=60)[0]
+    assert proc.returncode != 0
+    assert (
+        "Please set --tokenizer-metrics-custom-labels-header when setting --tokenizer-metrics-allowed-custom-labels."
+        in out
+    )
 
 
 # --- Decode speed ----------------------------------------------------------------------------------

@@ -16,10 +16,10 @@ def load(path: Path) -> dict:
 
 
 def derived(value: object, option: dict) -> bool:
-    """A default that is a template for a number or a boolean: the spec describes it in words,
+    """A default that is a template for a number, a boolean or a dict: the spec describes it in words,
     since a typed default cannot be a template (antsibull-docs refuses it, and Ansible takes a role's
     defaults from defaults/main.yml, not from the spec)."""
-    return isinstance(value, str) and "{{" in value and option.get("type", "str") in ("int", "float", "bool")
+    return isinstance(value, str) and "{{" in value and option.get("type", "str") in ("int", "float", "bool", "dict")
 
 
 def description(option: dict) -> list[str]:

@@ -89,8 +89,9 @@ def exec_start(unit: str) -> list[str]:
 
 
 def test_the_recipe_line_is_one_variable_away() -> None:
-    """The defaults differ from the recipe only in the context length (200000 for Claude Code) and
-    the metrics the fleet's Prometheus scrapes (--enable-metrics)."""
+    """The defaults differ from the recipe only in the context length (200000 for Claude Code), the
+    metrics the fleet's Prometheus scrapes (--enable-metrics), counted by developer (the gateway's
+    label header) with the cached input reported."""
     assert "--context-length 200000" in render()
     argv = exec_start(render(sglang_server_context_length=16384))
     recipe = shlex.split(RECIPE)
@@ -116,6 +117,11 @@ def test_the_recipe_line_is_one_variable_away() -> None:
     assert all(flag == "-e" for flag in ours[position:end:2])
     del ours[position - 2 : end]
     ours.remove("--enable-metrics")
+    usage = ["--tokenizer-metrics-custom-labels-header", "x-request-id-glm-fleet-labels",
+             "--tokenizer-metrics-allowed-custom-labels", "developer", "--enable-cache-report"]  # fmt: skip
+    position = ours.index(usage[0])
+    assert ours[position : position + len(usage)] == usage
+    del ours[position : position + len(usage)]
     assert ours == theirs
 
 

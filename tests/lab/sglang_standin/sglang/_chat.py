@@ -76,6 +76,7 @@ from sglang.srt.entrypoints.openai.protocol import (  # noqa: E402
     DeltaMessage,
     ErrorResponse,
     FunctionResponse,
+    PromptTokensDetails,
     ToolCall,
     ToolChoice,
 )
@@ -142,15 +143,15 @@ class Generation:
     """What the scheduler hands back for one request (tokenizer_manager.generate_request's dicts):
     `text` is each step's new text, `meta_info` SGLang's counts and finish reason."""
 
-    def __init__(self, pieces: list[str], finish: str, prompt_tokens: int) -> None:
-        self.pieces, self.finish, self.prompt_tokens = pieces, finish, prompt_tokens
+    def __init__(self, pieces: list[str], finish: str, prompt_tokens: int, cached_tokens: int) -> None:
+        self.pieces, self.finish, self.prompt_tokens, self.cached_tokens = pieces, finish, prompt_tokens, cached_tokens
         self.id = uuid.uuid4().hex
 
     def meta(self, completion: int, last: bool) -> dict[str, Any]:
         finish = {"type": self.finish, "matched": None} if last else None
         return {
             "id": self.id, "prompt_tokens": self.prompt_tokens, "completion_tokens": completion,
-            "cached_tokens": 0, "reasoning_tokens": 0, "finish_reason": finish,
+            "cached_tokens": self.cached_tokens, "reasoning_tokens": 0, "finish_reason": finish,
         }  # fmt: skip
 
 
@@ -167,6 +168,9 @@ class ServingChat:
         self.tool_call_parser = args.tool_call_parser
         self.allow_auto_truncate = args.allow_auto_truncate
         self.stream_interval = args.stream_interval
+        self.enable_cache_report = args.enable_cache_report
+        self.custom_labels_header = args.tokenizer_metrics_custom_labels_header
+        self.allowed_custom_labels = set(args.tokenizer_metrics_allowed_custom_labels or ())
         self.context_len = context_len
         self.engine = engine
         self.supports_inline_system = SUPPORTS_INLINE_SYSTEM
@@ -275,18 +279,38 @@ class ServingChat:
     def _process_messages(self, request: ChatCompletionRequest, _is_multimodal: bool) -> Any:
         return types.SimpleNamespace(prompt_ids=[0] * self.engine.prompt(self.prompt(request)))
 
-    def _convert_to_internal_request(self, request: ChatCompletionRequest, _raw: Any) -> tuple[Any, Any]:
-        adapted = types.SimpleNamespace(prompt_tokens=self.engine.prompt(self.prompt(request)), received_time=None)
+    def _convert_to_internal_request(self, request: ChatCompletionRequest, raw: Any) -> tuple[Any, Any]:
+        adapted = types.SimpleNamespace(
+            prompt_tokens=self.engine.prompt(self.prompt(request)), received_time=None,
+            custom_labels=self.extract_custom_labels(raw),
+        )  # fmt: skip
         return adapted, request
+
+    # serving_base.py 239-264 extract_custom_labels (the header's JSON object, its allowed keys)
+    def extract_custom_labels(self, raw_request: Any) -> dict[str, str] | None:
+        if not self.allowed_custom_labels or not self.custom_labels_header:
+            return None
+        custom_labels = None
+        header = self.custom_labels_header
+        try:
+            raw_labels = (
+                json.loads(raw_request.headers.get(header)) if raw_request and raw_request.headers.get(header) else None
+            )
+        except json.JSONDecodeError:
+            raw_labels = None
+        if isinstance(raw_labels, dict):
+            custom_labels = {label: value for label, value in raw_labels.items() if label in self.allowed_custom_labels}
+        return custom_labels
 
     async def _generations(self, adapted: Any, request: ChatCompletionRequest) -> AsyncIterator[dict[str, Any]]:
         """tokenizer_manager.generate_request, incremental: one dict per output the scheduler sends,
         which is what output_streamer.py 444-470 accept lets through: every token
         at --stream-interval 1, else the first token at once, then whenever `stream_interval`
         tokens are unsent, and the last."""
-        generation = self.engine.generate(request, adapted.prompt_tokens)
-        pieces, finish = generation.send(None)  # the first step: validated and admitted: the tokens it will decode
-        run = Generation(pieces, finish, adapted.prompt_tokens)
+        generation = self.engine.generate(request, adapted.prompt_tokens, adapted.custom_labels)
+        # the first step: validated and admitted: the tokens it will decode, and the prefix it found cached
+        pieces, finish, cached = generation.send(None)
+        run = Generation(pieces, finish, adapted.prompt_tokens, cached)
         unsent, sent = "", 0
         for count, piece in enumerate(generation, start=1):
             unsent += piece
@@ -344,7 +368,9 @@ class ServingChat:
             finish_reason=finish_reason["type"] if finish_reason else None,
             matched_stop=finish_reason["matched"] if finish_reason and "matched" in finish_reason else None,
         )  # fmt: skip
-        usage = UsageProcessor.calculate_response_usage([ret], n_choices=1, enable_cache_report=False)
+        usage = UsageProcessor.calculate_response_usage(
+            [ret], n_choices=1, enable_cache_report=self.enable_cache_report
+        )
         return ChatCompletionResponse(
             id=ret["meta_info"]["id"], created=created, model=request.model, choices=[choice], usage=usage
         )
@@ -375,13 +401,18 @@ class ServingChat:
             finish_reason["matched"] = None
         return tool_calls, text, finish_reason
 
-    @staticmethod
-    def _usage(content: dict[str, Any]) -> Any:
+    def _usage(self, content: dict[str, Any]) -> Any:
         meta = content["meta_info"]
         return UsageProcessor.calculate_token_usage(
             prompt_tokens=meta["prompt_tokens"], reasoning_tokens=meta["reasoning_tokens"],
-            completion_tokens=meta["completion_tokens"], cached_tokens=None,
+            completion_tokens=meta["completion_tokens"], cached_tokens=self._continuous_usage_cached_details(content),
         )  # fmt: skip
+
+    # serving_chat.py 834-841 _continuous_usage_cached_details
+    def _continuous_usage_cached_details(self, content: dict[str, Any]) -> PromptTokensDetails | None:
+        if not self.enable_cache_report:
+            return None
+        return PromptTokensDetails(cached_tokens=content["meta_info"].get("cached_tokens", 0))
 
     # serving_chat.py 2441-2805 _generate_chat_stream, one choice
     async def _generate_chat_stream(
@@ -420,7 +451,9 @@ class ServingChat:
             if include_usage:
                 usage = UsageProcessor.calculate_streaming_usage(
                     {0: content["meta_info"]["prompt_tokens"]}, {0: 0},
-                    {0: content["meta_info"]["completion_tokens"]}, cached_tokens={0: 0}, n_choices=1,
+                    {0: content["meta_info"]["completion_tokens"]},
+                    cached_tokens={0: content["meta_info"].get("cached_tokens", 0)}, n_choices=1,
+                    enable_cache_report=self.enable_cache_report,
                 )  # fmt: skip
                 chunk = ChatCompletionStreamResponse(
                     id=content["meta_info"]["id"], created=created, choices=[], model=request.model, usage=usage
@@ -573,21 +606,21 @@ class ChatPath:
     def _run(self, coroutine: Any) -> Any:
         return asyncio.run(coroutine)
 
-    def messages(self, body: dict[str, Any]) -> tuple[int, str, Iterator[bytes]]:
+    def messages(self, body: dict[str, Any], raw: Any = None) -> tuple[int, str, Iterator[bytes]]:
         try:
             request = AnthropicMessagesRequest.model_validate(body)
         except ValidationError as e:
             return _validation_error(e, anthropic=True)
-        return self._drive(self._run(self.anthropic.handle_messages(request, None)))
+        return self._drive(self._run(self.anthropic.handle_messages(request, raw)))
 
-    def count_tokens(self, body: dict[str, Any]) -> tuple[int, str, Iterator[bytes]]:
+    def count_tokens(self, body: dict[str, Any], _raw: Any = None) -> tuple[int, str, Iterator[bytes]]:
         try:
             request = AnthropicCountTokensRequest.model_validate(body)
         except ValidationError as e:
             return _validation_error(e, anthropic=True)
         return self._drive(self._run(self.anthropic.handle_count_tokens(request, None)))
 
-    def chat_completions(self, body: dict[str, Any]) -> tuple[int, str, Iterator[bytes]]:
+    def chat_completions(self, body: dict[str, Any], raw: Any = None) -> tuple[int, str, Iterator[bytes]]:
         """serving_chat.py / serving_base.py handle_request: validate, convert, then a JSON body or
         an SSE stream; a ValueError before the first chunk is a 400 (serving_base 120-137)."""
         try:
@@ -597,7 +630,7 @@ class ChatPath:
         error = self.chat._validate_request(request)
         if error:
             return _json(self.chat.create_error_response(error))
-        adapted, request = self.chat._convert_to_internal_request(request, None)
+        adapted, request = self.chat._convert_to_internal_request(request, raw)
         if not request.stream:
             response = self._run(self.chat._handle_non_streaming_request(adapted, request, None))
             if isinstance(response, ChatCompletionResponse):

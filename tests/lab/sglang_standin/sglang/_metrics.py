@@ -6,10 +6,14 @@ SGLang exports two families:
   of the attention TP group reports): num_running_reqs, num_queue_reqs, gen_throughput (decode
   tokens per second over the last log interval), token_usage (KV-cache tokens in use over
   max_total_num_tokens), cache_hit_rate, max_total_num_tokens, context_len;
-- the tokenizer manager's counters and histograms, observed when a request finishes (labels
-  model_name, engine_type, and is_streaming where SGLang adds it): prompt_tokens_total,
-  generation_tokens_total, num_requests_total, num_aborted_requests_total,
-  time_to_first_token_seconds, inter_token_latency_seconds, e2e_request_latency_seconds.
+- the tokenizer manager's counters and histograms, observed when a request finishes
+  (tokenizer_manager.py 3220-3296 collect_metrics, metrics_collector.py 2092-2159): labels
+  model_name, engine_type and every label of --tokenizer-metrics-allowed-custom-labels (empty
+  unless the request's custom-labels header gave it a value: tokenizer_metric_labels, 1806-1819),
+  is_streaming on prompt_tokens_total, generation_tokens_total, num_requests_total,
+  time_to_first_token_seconds and e2e_request_latency_seconds, cache_source ("device" without a
+  host cache) on cached_tokens_total, which counts only requests with cached tokens;
+  num_aborted_requests_total and inter_token_latency_seconds carry the labels alone.
 """
 
 from __future__ import annotations
@@ -47,21 +51,24 @@ def _num(value: float) -> str:
     return repr(float(value))
 
 
+Labels = tuple[tuple[str, str], ...]  # one series' labels, in SGLang's order
+
+
 @dataclass
 class Histogram:
     buckets: tuple[float, ...]
-    counts: dict[str, list[int]] = field(default_factory=dict)
-    sums: dict[str, float] = field(default_factory=dict)
+    counts: dict[Labels, list[int]] = field(default_factory=dict)
+    sums: dict[Labels, float] = field(default_factory=dict)
 
-    def observe(self, key: str, value: float) -> None:
+    def observe(self, key: Labels, value: float) -> None:
         counts = self.counts.setdefault(key, [0] * (len(self.buckets) + 1))
         counts[bisect.bisect_left(self.buckets, value)] += 1
         self.sums[key] = self.sums.get(key, 0.0) + value
 
-    def render(self, name: str, labels: dict[str, dict[str, str]]) -> list[str]:
+    def render(self, name: str) -> list[str]:
         lines = []
         for key, counts in sorted(self.counts.items()):
-            base = _labels(labels[key])
+            base = _labels(dict(key))
             total = 0
             for bound, count in zip([*self.buckets, float("inf")], counts, strict=True):
                 total += count
@@ -78,17 +85,24 @@ class Request:
     def __init__(self, metrics: Metrics, streaming: bool) -> None:
         self.metrics = metrics
         self.streaming = streaming
+        self.labels = dict(metrics.tokenizer_labels)  # and the request's custom labels, once known
         self.started = time.monotonic()
         self.last_tick: float | None = None
         self.first_token: float | None = None
         self.ticks = 0
         self.prompt = 0
         self.completion = 0
+        self.cached = 0
 
-    def tokens(self, prompt: int, completion: int) -> None:
-        """The request's size, known once its answer is chosen: its prompt now holds KV cache."""
-        self.prompt, self.completion = prompt, completion
-        self.metrics.kv_add(prompt)
+    def tokens(self, prompt: int, completion: int, cached: int = 0) -> None:
+        """The request's size, known once its answer is chosen: its prompt now holds KV cache (the
+        prefix found in the cache is shared, not held again)."""
+        self.prompt, self.completion, self.cached = prompt, completion, cached
+        self.metrics.kv_add(prompt - cached)
+
+    def label(self, custom: dict[str, str] | None) -> None:
+        """The request's custom labels (already limited to the allowed ones) over the defaults."""
+        self.labels.update(custom or {})
 
     def tick(self) -> None:
         """One step of generation sent to the client (a token, or a streamed piece)."""
@@ -96,7 +110,7 @@ class Request:
         if self.first_token is None:
             self.first_token = now
         elif self.last_tick is not None:
-            self.metrics.itl.observe("", now - self.last_tick)
+            self.metrics.itl.observe(tuple(self.labels.items()), now - self.last_tick)
         self.last_tick = now
         self.ticks += 1
         self.metrics.decoded(1)
@@ -108,21 +122,35 @@ class Request:
 
 
 class Metrics:
-    def __init__(self, served_model_name: str, context_len: int, max_total_num_tokens: int) -> None:
+    def __init__(
+        self,
+        served_model_name: str,
+        context_len: int,
+        max_total_num_tokens: int,
+        custom_labels: list[str] | None = None,
+    ) -> None:
         self.lock = threading.Lock()
         self.context_len = context_len
         self.max_total_num_tokens = max_total_num_tokens
-        self.tokenizer_labels = {"model_name": served_model_name, "engine_type": "unified"}
-        self.scheduler_labels = {**self.tokenizer_labels, "tp_rank": "0", "pp_rank": "0", "moe_ep_rank": "0"}
-        self.prompt_tokens = 0
-        self.generation_tokens = 0
-        self.requests = {"true": 0, "false": 0}
-        self.aborted = 0
+        base = {"model_name": served_model_name, "engine_type": "unified"}
+        self.scheduler_labels = {**base, "tp_rank": "0", "pp_rank": "0", "moe_ep_rank": "0"}
+        self.tokenizer_labels = {**base, **dict.fromkeys(custom_labels or (), "")}
+        self.counters: dict[str, dict[Labels, float]] = {
+            name: {} for name in (
+                "prompt_tokens_total", "generation_tokens_total", "cached_tokens_total", "num_requests_total",
+                "num_aborted_requests_total",
+            )
+        }  # fmt: skip
         self.kv_tokens = 0
         self.decode_log: deque[tuple[float, int]] = deque()
         self.ttft = Histogram(TTFT_BUCKETS)
         self.itl = Histogram(ITL_BUCKETS)
         self.e2e = Histogram(E2E_BUCKETS)
+
+    def _inc(self, name: str, labels: dict[str, str], value: float) -> None:
+        series = self.counters[name]
+        key = tuple(labels.items())
+        series[key] = series.get(key, 0) + value
 
     def request(self, streaming: bool) -> Request:
         return Request(self, streaming)
@@ -142,16 +170,18 @@ class Metrics:
         with self.lock:
             if rest:
                 self.decode_log.append((now, rest))
-            self.kv_tokens -= req.prompt + req.ticks
+            self.kv_tokens -= req.prompt - req.cached + req.ticks
             if aborted:
-                self.aborted += 1
+                self._inc("num_aborted_requests_total", req.labels, 1)
                 return
-            self.prompt_tokens += req.prompt
-            self.generation_tokens += req.completion
-            streaming = "true" if req.streaming else "false"
-            self.requests[streaming] += 1
-            self.ttft.observe(streaming, (req.first_token or now) - req.started)
-            self.e2e.observe("", now - req.started)
+            stream = {**req.labels, "is_streaming": "true" if req.streaming else "false"}
+            self._inc("prompt_tokens_total", stream, req.prompt)
+            self._inc("generation_tokens_total", stream, req.completion)
+            if req.cached > 0:
+                self._inc("cached_tokens_total", {**req.labels, "cache_source": "device"}, req.cached)
+            self._inc("num_requests_total", stream, 1)
+            self.ttft.observe(tuple(stream.items()), (req.first_token or now) - req.started)
+            self.e2e.observe(tuple(stream.items()), now - req.started)
 
     def gen_throughput(self, now: float) -> float:
         while self.decode_log and self.decode_log[0][0] < now - THROUGHPUT_WINDOW:
@@ -180,7 +210,7 @@ class Metrics:
         return {key: values.get(key, 0) for key in LOAD_CORE_KEYS}
 
     def render(self, running: int, queued: int) -> str:
-        sched, tok = _labels(self.scheduler_labels), _labels(self.tokenizer_labels)
+        sched = _labels(self.scheduler_labels)
         with self.lock:
             gauges = {
                 "num_running_reqs": running,
@@ -194,21 +224,18 @@ class Metrics:
             lines = []
             for name, value in gauges.items():
                 lines += [f"# TYPE sglang:{name} gauge", f"sglang:{name}{{{sched}}} {_num(value)}"]
-            for name, value in (
-                ("prompt_tokens_total", self.prompt_tokens),
-                ("generation_tokens_total", self.generation_tokens),
-                ("num_aborted_requests_total", self.aborted),
-            ):
-                lines += [f"# TYPE sglang:{name} counter", f"sglang:{name}{{{tok}}} {_num(value)}"]
-            lines.append("# TYPE sglang:num_requests_total counter")
-            for streaming, count in self.requests.items():
-                lines.append(f'sglang:num_requests_total{{{tok},is_streaming="{streaming}"}} {_num(count)}')
-            streaming_labels = {s: {**self.tokenizer_labels, "is_streaming": s} for s in ("true", "false")}
-            for name, hist, labels in (
-                ("time_to_first_token_seconds", self.ttft, streaming_labels),
-                ("inter_token_latency_seconds", self.itl, {"": self.tokenizer_labels}),
-                ("e2e_request_latency_seconds", self.e2e, {"": self.tokenizer_labels}),
+            # A counter shows its series once a request has counted in it, as prometheus_client does
+            # for labelled metrics; with no series yet, SGLang's zero-valued base series.
+            for name, series in self.counters.items():
+                lines.append(f"# TYPE sglang:{name} counter")
+                lines += [
+                    f"sglang:{name}{{{_labels(dict(key))}}} {_num(value)}" for key, value in sorted(series.items())
+                ]
+            for name, hist in (
+                ("time_to_first_token_seconds", self.ttft),
+                ("inter_token_latency_seconds", self.itl),
+                ("e2e_request_latency_seconds", self.e2e),
             ):
                 lines.append(f"# TYPE sglang:{name} histogram")
-                lines += hist.render(f"sglang:{name}", labels)
+                lines += hist.render(f"sglang:{name}")
         return "\n".join(lines) + "\n"

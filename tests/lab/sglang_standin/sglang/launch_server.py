@@ -105,6 +105,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--reasoning-parser", type=str)
     p.add_argument("--tool-call-parser", type=str)
     p.add_argument("--enable-metrics", action="store_true")
+    p.add_argument("--enable-cache-report", action="store_true")
+    p.add_argument("--tokenizer-metrics-custom-labels-header", type=str, default="x-custom-labels")
+    p.add_argument("--tokenizer-metrics-allowed-custom-labels", type=str, nargs="+")
     p.add_argument("--trust-remote-code", action="store_true")
     p.add_argument("--log-level", type=str, default="info")
     return p
@@ -128,7 +131,52 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
             if getattr(args, key) in (None, p.get_default(key)):
                 setattr(args, key, value)
     args.served_model_name = args.served_model_name or args.model_path
+    # validation_hook.py 330-337: custom labels need the header that carries them
+    if not args.tokenizer_metrics_custom_labels_header and args.tokenizer_metrics_allowed_custom_labels:
+        raise SystemExit(
+            "ValueError: Please set --tokenizer-metrics-custom-labels-header when setting "
+            "--tokenizer-metrics-allowed-custom-labels."
+        )
     return args
+
+
+class PrefixCache:
+    """The radix cache's prefix matching, by pages: a request reuses the KV of the longest run of
+    whole pages that an earlier request on this server computed (its prompt and its answer), up to
+    all but its last token (one token must be computed for the first output); pages least recently
+    used leave first once they exceed the KV pool. The page size is SGLang's for DSA attention,
+    64 tokens (arg_groups/model_overrides/deepseek_v2.py 170-173)."""
+
+    def __init__(self, capacity_tokens: int, page_size: int = 64) -> None:
+        self.page_size = page_size
+        self.capacity = max(capacity_tokens // page_size, 1)
+        self.pages: dict[int, None] = {}  # chained page hashes, least recently used first
+        self.lock = threading.Lock()
+
+    def _chain(self, tokens: list[str], pages: int) -> list[int]:
+        chain, parent = [], 0
+        for i in range(pages):
+            parent = hash((parent, tuple(tokens[i * self.page_size : (i + 1) * self.page_size])))
+            chain.append(parent)
+        return chain
+
+    def match(self, tokens: list[str]) -> int:
+        found = 0
+        with self.lock:
+            for page in self._chain(tokens, max(len(tokens) - 1, 0) // self.page_size):
+                if page not in self.pages:
+                    break
+                self.pages[page] = self.pages.pop(page)  # recently used
+                found += 1
+        return found * self.page_size
+
+    def insert(self, tokens: list[str]) -> None:
+        with self.lock:
+            for page in self._chain(tokens, len(tokens) // self.page_size):
+                self.pages.pop(page, None)
+                self.pages[page] = None
+            while len(self.pages) > self.capacity:
+                del self.pages[next(iter(self.pages))]
 
 
 def snapshot_dir(model_path: str, revision: str | None) -> Path:
@@ -171,14 +219,17 @@ class State:
         )
         self.max_tokens_per_second = float(os.environ.get("GLM_STANDIN_MAX_TOKENS_PER_SECOND", "0"))
         kv_tokens = int(os.environ.get("GLM_STANDIN_MAX_TOTAL_TOKENS", str(4 * context_len)))
-        self.metrics = metrics.Metrics(args.served_model_name, context_len, kv_tokens)
+        self.metrics = metrics.Metrics(
+            args.served_model_name, context_len, kv_tokens, args.tokenizer_metrics_allowed_custom_labels
+        )
+        self.cache = PrefixCache(kv_tokens, int(os.environ.get("GLM_STANDIN_PAGE_SIZE", "64")))
         self.current = threading.local()  # the request this handler thread is generating for
 
-    def count(self, prompt: int, generated: int) -> None:
+    def count(self, prompt: int, generated: int, cached: int = 0) -> None:
         """The running request's prompt and answer sizes (its prompt now occupies KV cache)."""
         request = getattr(self.current, "request", None)
         if request is not None:
-            request.tokens(prompt, generated)
+            request.tokens(prompt, generated, cached)
 
     @contextlib.contextmanager
     def slot(self, streaming: bool = False) -> Iterator[None]:
@@ -206,11 +257,18 @@ class State:
         """A rendered prompt's tokens (SGLang's chat path calls this through ServingChat): the
         template gives each of GLM's special tokens ([gMASK], <|user|>, ...) as a segment of its
         own, one token in GLM's vocabulary; the rest is counted with the snapshot's tokenizer."""
-        tokens = sum(1 if raw_model.SPECIAL.fullmatch(s) else self.tokenizer.count(s) for s in segments if s)
-        self.current.input_tokens = tokens
-        return tokens
+        pieces = [
+            piece
+            for segment in segments
+            if segment
+            for piece in ([segment] if raw_model.SPECIAL.fullmatch(segment) else self.tokenizer.pieces(segment))
+            if piece  # a text of no token is [""]
+        ]
+        self.current.prompt_pieces = pieces
+        self.current.input_tokens = len(pieces)
+        return len(pieces)
 
-    def generate(self, request: Any, prompt: int) -> Iterator[Any]:
+    def generate(self, request: Any, prompt: int, custom_labels: dict[str, str] | None = None) -> Iterator[Any]:
         """tokenizer_manager.generate_request for one chat request: the context check (SGLang's
         ValueError), then a running slot; yields the tokens it will decode and the finish reason,
         then each token at the decode pace. The raw text is the model's (_model.py), stopped at
@@ -228,12 +286,16 @@ class State:
         pieces, finish = self.cut(
             raw_model.reply(request.model_dump(), self.args.tool_call_parser == "glm47"), limit, request.ignore_eos
         )
+        prompt_pieces = getattr(self.current, "prompt_pieces", None) or []
         with self.slot(bool(request.stream)):
-            self.count(prompt, len(pieces))
-            yield pieces, finish
+            cached = self.cache.match(prompt_pieces)
+            self.current.request.label(custom_labels)
+            self.count(prompt, len(pieces), cached)
+            yield pieces, finish, cached
             for piece in pieces:
                 self.pace()
                 yield piece
+            self.cache.insert(prompt_pieces + pieces)  # what the request computed stays for the next
 
     def cut(self, raw: str, limit: int | None, ignore_eos: bool) -> tuple[list[str], str]:
         thinking, end, answer = raw.partition(raw_model.END_OF_THINKING)
@@ -487,7 +549,7 @@ class Handler(BaseHTTPRequestHandler):
         """Answer with SGLang's own code and log the request as the other routes do."""
         self.state.current.input_tokens = None
         self.state.current.error = None
-        status, media_type, chunks = getattr(self.state.chat, route)(request)
+        status, media_type, chunks = getattr(self.state.chat, route)(request, self)  # the raw request: its headers
         self.send_response(status)
         self.send_header("Content-Type", media_type)
         if media_type == "text/event-stream":

@@ -49,6 +49,12 @@ def test_the_lab_runs_the_sglang_release_the_deployment_records() -> None:
             'deployment_context_length must be whole numbers of at least 1; got: ["-5"]',
         ),
         ({"deployment_ep_size": 8}, "deployment_ep_size (8) must equal deployment_tp_size (4)"),
+        ({"deployment_usage_label_header": "x-custom-labels"}, "must be a header name that begins x-request-id-"),
+        ({"deployment_usage_label_header": "x-request-id-"}, 'got: "x-request-id-"'),
+        (
+            {"deployment_usage_label_header": "x-request-id-l\r\nX-Api-Key: k"},
+            'got: "x-request-id-l\\r\\nX-Api-Key: k"',
+        ),
     ],
 )
 def test_a_bad_value_is_named(change: dict, expected: str) -> None:

@@ -1,0 +1,119 @@
+"""The daily usage file (glm.fleet.monitoring's files/usage_report.py): each developer's tokens from
+the servers' counters as Prometheus scraped them, a series born in the window counted from 0, a
+server's restart not lost, and the hosted prices applied to uncached input, cached input and output."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import threading
+import urllib.parse
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from conftest import REPO
+
+START = 1_800_000_000.0
+DAY = 86400.0
+PRICES = {"name": "Lyceum GLM-5.3-Flash", "input": 0.20, "cached_input": 0.05, "output": 0.50}
+
+
+@pytest.fixture(scope="module")
+def report() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("usage_report", REPO / "roles/monitoring/files/usage_report.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    ("samples", "expected"),
+    [
+        ([(START - 60, 1000), (START + 60, 1500), (START + 120, 1700)], 700),  # from the last sample before
+        ([(START + 60, 300), (START + 120, 800)], 800),  # born in the window: counts from 0
+        ([(START - 60, 1000), (START + 60, 1200), (START + 120, 50), (START + 180, 90)], 290),  # a restart
+        ([(START - 120, 10), (START - 60, 20)], 0),  # nothing in the window
+    ],
+)
+def test_a_counters_growth_over_the_window(report: ModuleType, samples: list, expected: float) -> None:
+    assert report.growth(samples, START) == expected
+
+
+@pytest.fixture
+def prometheus() -> Iterator[tuple[str, list[str]]]:
+    """Prometheus' query API with two servers' counters: alice on both (one restarted), bob born
+    during the day on one, and requests that came without a developer."""
+    series: dict[str, list[tuple[dict[str, str], list[tuple[float, float]]]]] = {
+        "sglang:prompt_tokens_total": [
+            ({"developer": "alice", "instance": "a"}, [(START - 30, 5000), (START + 100, 9000), (START + 200, 11000)]),
+            ({"developer": "alice", "instance": "b"}, [(START - 30, 100), (START + 100, 40), (START + 200, 140)]),
+            ({"developer": "bob", "instance": "a"}, [(START + 500, 2000)]),
+            ({"developer": "", "instance": "a"}, [(START + 10, 30)]),
+        ],
+        "sglang:cached_tokens_total": [
+            ({"developer": "alice", "instance": "a", "cache_source": "device"},
+             [(START - 30, 2000), (START + 200, 5000)]),
+        ],
+        "sglang:generation_tokens_total": [
+            ({"developer": "alice", "instance": "a"}, [(START - 30, 50), (START + 200, 250)]),
+            ({"developer": "bob", "instance": "a"}, [(START + 500, 64)]),
+            ({"developer": "", "instance": "a"}, [(START + 10, 1)]),
+        ],
+    }  # fmt: skip
+    asked: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            params = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)
+            expr, when = params["query"][0], float(params["time"][0])
+            asked.append(expr)
+            metric, rest = expr.split("{", 1)
+            window = float(rest.split("[", 1)[1].rstrip("s]"))
+            assert rest.startswith('job="glm-sglang"}')
+            result = [
+                {"metric": labels, "values": [[t, str(v)] for t, v in samples if when - window < t <= when]}
+                for labels, samples in series.get(metric, [])
+            ]
+            body = json.dumps({"status": "success", "data": {"resultType": "matrix", "result": result}}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_args: Any) -> None:
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", asked
+    server.shutdown()
+
+
+def test_the_days_file_holds_each_developers_tokens_and_their_hosted_price(
+    report: ModuleType, prometheus: tuple[str, list[str]], tmp_path: Path
+) -> None:
+    url, asked = prometheus
+    config = tmp_path / "usage-report.json"
+    config.write_text(json.dumps({"prometheus": url, "dir": str(tmp_path), "job": "glm-sglang", "prices": PRICES}))
+    assert report.main([str(config), "--start", str(START), "--end", str(START + DAY)]) == 0
+    path = tmp_path / "usage-2027-01-15.csv"
+    assert path.stat().st_mode & 0o777 == 0o640
+    rows = list(csv.DictReader(path.open()))
+    assert [r["developer"] for r in rows] == ["", "alice", "bob"]
+    alice = rows[1]
+    # input 4000 + 2000 on a, 140 on b after its restart (40 + 100); 3000 of it cached
+    assert alice == {
+        "day": "2027-01-15", "developer": "alice", "input_tokens": str(6140 - 3000), "cached_input_tokens": "3000",
+        "output_tokens": "200", "hosted_usd": f"{(3140 * 0.20 + 3000 * 0.05 + 200 * 0.50) / 1e6:.4f}",
+    }  # fmt: skip
+    assert rows[2]["input_tokens"] == "2000"  # born in the day: its first value counts
+    assert rows[2]["output_tokens"] == "64"
+    assert rows[0]["input_tokens"] == "30"  # no key: not a developer's, still the fleet's
+    assert all(expr.endswith(f"[{int(DAY) + 3600}s]") for expr in asked)
