@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
 import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from conftest import REPO, Runner, lab, run_log
+from conftest import REPO, Runner, lab, lab_secrets, leaks, run_log
 
 SERVED = "zai-org/GLM-5.3-Flash"
 UNIT = "pareto-glm53-flash"
@@ -260,6 +263,64 @@ def test_state_absent_removes_what_the_role_wrote_and_nothing_else(
         in_node(laptop, "rm", "-rf", "/home/dev/.claude", "/home/dev/.local/bin/claude-glm-mine")
         again = runner.playbook(playbook)
         assert again.status == "successful", run_log(again)
+
+
+def test_a_developer_onboards_from_their_bundle_alone(
+    onboarded: dict[str, str], runner: Runner, tmp_path: Path
+) -> None:
+    """The gateway's run wrote laptop-1's bundle (0600: their key, the endpoint, the CA's certificate,
+    no other secret). With that file alone - no vault, no fleet inventory, no secrets directory, no
+    ansible.cfg of ours, the collection as installed - `ansible-playbook glm.fleet.onboard -e @FILE`
+    writes the same fleet profile the site's run wrote, prints no key at -vvv, and Claude Code
+    answers through it."""
+    secrets = lab.INVENTORY.parent / ".secrets"
+    bundle_file = secrets / "bundles" / "laptop-1.yml"
+    assert oct(bundle_file.stat().st_mode & 0o777) == "0o600"
+    text = bundle_file.read_text()
+    bundle = yaml.safe_load(text)["claude_code_bundle"]
+    others = {n: v for n, v in lab_secrets().items() if n != "developer key laptop-1"}
+    assert bundle["auth_token"] == (secrets / "developer-keys" / "laptop-1.key").read_text().strip()
+    assert leaks(text, others) == [], "the bundle holds a secret that is not laptop-1's"
+    assert bundle["ca_cert"] == (secrets / "ca" / "ca.pem").read_text().strip()
+    assert (bundle["developer"], bundle["model"], bundle["context_length"]) == ("laptop-1", SERVED, CONTEXT)
+
+    laptop = onboarded["laptop"]
+    profiles = ".config/glm-fleet/claude"
+    fleet_files = [f"{profiles}/fleet/settings.json", f"{profiles}/fleet.env", f"{profiles}/fleet/ca.pem",
+                   ".local/bin/claude-glm-fleet", ".local/bin/claude-glm"]  # fmt: skip
+    # The fleet profile as the site's run writes it on a machine without one, then removed again.
+    in_node(laptop, "rm", "-f", *(f"/home/dev/{f}" for f in fleet_files))
+    site = runner.playbook(REPO / "playbooks" / "developer_laptops.yml")
+    assert site.status == "successful", run_log(site)
+    before = {f: in_node(laptop, "cat", f"/home/dev/{f}").stdout for f in fleet_files}
+    in_node(laptop, "rm", "-f", *(f"/home/dev/{f}" for f in fleet_files))
+    # The developer's machine: the bundle in their own directory, the collection installed; the lab
+    # reaches "localhost" over SSH, as the developer.
+    own = tmp_path / "home"
+    own.mkdir()
+    (own / "laptop-1.yml").write_text(text)
+    inventory = yaml.safe_load(lab.INVENTORY.read_text())["all"]
+    laptop_vars = {**inventory["vars"], **inventory["children"]["developer_laptops"]["hosts"]["laptop-1"],
+                   "ansible_user": "dev", "ansible_connection": "ssh",
+                   "ansible_python_interpreter": "/usr/bin/python3"}  # fmt: skip
+    (own / "hosts.yml").write_text(yaml.safe_dump({"all": {"hosts": {"localhost": laptop_vars}}}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    env |= {"ANSIBLE_COLLECTIONS_PATH": str(REPO / "collections"), "ANSIBLE_NOCOLOR": "1",
+            "ANSIBLE_LOCAL_TEMP": str(own / ".ansible-tmp"), "HOME": str(own)}  # fmt: skip
+    onboard = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-vvv", "-i", "hosts.yml", "glm.fleet.onboard",
+         "-e", "@laptop-1.yml", "-e", "{\"claude_code_install_cli\": true}"],  # as the lab's laptop has it
+        cwd=own, env=env, capture_output=True, text=True, check=False, timeout=600,
+    )  # fmt: skip
+    output = onboard.stdout + onboard.stderr
+    assert onboard.returncode == 0, output[-6000:]
+    assert leaks(output, lab_secrets()) == [], "a secret in the onboarding's output"
+    assert "[DEPRECATION WARNING]" not in output
+    after = {f: in_node(laptop, "cat", f"/home/dev/{f}").stdout for f in fleet_files}
+    assert after == before
+    answer = in_node(laptop, "su", "-", "dev", "-c", "claude-glm-fleet -p 'Say hello to the fleet.'", check=False)
+    assert answer.returncode == 0, f"rc={answer.returncode}\nstdout: {answer.stdout}\nstderr: {answer.stderr}"
+    assert "Hello from GLM-5.3-Flash" in answer.stdout
 
 
 def test_a_cli_download_that_differs_from_its_pin_is_not_installed(onboarded: dict[str, str], tmp_path: Any) -> None:

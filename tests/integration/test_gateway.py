@@ -156,6 +156,9 @@ def test_removing_a_developer_revokes_the_key_without_restarting_anything(
     alice = developer_key("alice")
     assert len(alice) == 48
     assert (SECRETS / "developer-keys" / "alice.key").stat().st_mode & 0o777 == 0o600
+    assert (SECRETS / "bundles" / "alice.yml").stat().st_mode & 0o777 == 0o600
+    bundle = yaml.safe_load((SECRETS / "bundles" / "alice.yml").read_text())["claude_code_bundle"]
+    assert (bundle["developer"], bundle["auth_token"]) == ("alice", alice)
     assert call("/v1/messages", alice) == "200"
     before = started()
 
@@ -163,6 +166,8 @@ def test_removing_a_developer_revokes_the_key_without_restarting_anything(
     assert removed.status == "successful", run_log(removed)
     assert call("/v1/messages", alice) == "401"
     assert not (SECRETS / "developer-keys" / "alice.key").exists()
+    assert not (SECRETS / "bundles" / "alice.yml").exists()
+    assert (SECRETS / "bundles" / "laptop-1.yml").exists()
     assert call("/v1/messages", developer_key("laptop-1")) == "200"  # the others keep theirs
     assert started() == before, "a GPU node's server or the router restarted for a key change"
 

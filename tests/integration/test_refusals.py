@@ -199,6 +199,31 @@ def test_toolkit_refuses_a_rhel_family_system(runner: Runner) -> None:
             "claude_code_env_overrides.OPENAI_BASE_URL=http://10.9.9.9/v1 must be an https URL",
         ),
         ({"claude_code_env_overrides": {"BAD NAME": "x"}}, '"BAD NAME" is not an environment variable name'),
+        (
+            {
+                "claude_code_bundle": {
+                    "format": 1,
+                    "developer": "laptop-1",
+                    "base_url": "https://172.30.253.50",
+                    "auth_token": "sk-from-echo-with-newline",
+                }
+            },
+            "claude_code_bundle lacks ca_cert, model, context_length; it holds: auth_token, base_url, developer",
+        ),
+        (
+            {
+                "claude_code_bundle": {
+                    "format": 1,
+                    "developer": "laptop-1",
+                    "base_url": "https://172.30.253.50",
+                    "auth_token": "sk-from-echo-with-newline",
+                    "model": "zai-org/GLM-5.3-Flash",
+                    "context_length": 100000,
+                    "ca_cert": "-----BEGIN PRIVATE KEY-----\nMC4CAQA=\n-----END PRIVATE KEY-----\n",
+                }
+            },
+            "claude_code_bundle.ca_cert holds a private key",
+        ),
     ],
     ids=[
         "insecure-http",
@@ -213,6 +238,8 @@ def test_toolkit_refuses_a_rhel_family_system(runner: Runner) -> None:
         "newline-in-url",
         "override-url",
         "override-name",
+        "bundle-missing-fields",
+        "bundle-with-a-key",
     ],
 )
 def test_claude_code_refuses_bad_input(runner: Runner, extravars: dict[str, Any], expected: str) -> None:

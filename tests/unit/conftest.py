@@ -32,7 +32,9 @@ SINGLE = re.compile(r"\{\{ *([A-Za-z_][A-Za-z0-9_]*) *\}\}")
 
 
 def native(rendered: str) -> Any:
-    """A rendered list or mapping keeps its type, as Ansible's native templating gives it."""
+    """A rendered list, mapping or whole number keeps its type, as Ansible's native templating gives it."""
+    if rendered.strip().isdigit():
+        return int(rendered)
     try:
         return ast.literal_eval(rendered) if rendered.strip()[:1] in ("[", "{") else rendered
     except (ValueError, SyntaxError):
