@@ -17,7 +17,8 @@ description:
   - Checks C(claude_code_bundle), the bundle glm.fleet.gateway writes for each developer
     (C(<deployment_secrets_dir>/bundles/<name>.yml)) - its format, that it holds every field, and each field's
     shape. The endpoint's URL and the key are checked again with the profile's own checks.
-  - A problem names the field and shows its value, except the key's (C(auth_token)), which it never shows.
+  - A problem names the field and shows its value, except the keys' (C(auth_token), C(lyceum_auth_token)),
+    which it never shows.
 author:
   - glm.fleet contributors (@glm-fleet)
 options:
@@ -40,6 +41,9 @@ _value:
 
 FORMAT = 1
 FIELDS = ("format", "developer", "base_url", "ca_cert", "auth_token", "model", "context_length")
+# Only in the bundle of a developer with a Lyceum key of their own.
+OPTIONAL = ("lyceum_auth_token",)
+SECRET = ("auth_token", "lyceum_auth_token")
 DEVELOPER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 POSITIVE = re.compile(r"[1-9][0-9]{0,8}")
 CERTIFICATE = re.compile(r"\s*(-----BEGIN CERTIFICATE-----\n[A-Za-z0-9+/=\n]+-----END CERTIFICATE-----\s*)+")
@@ -61,14 +65,16 @@ def bundle_problems(bundle: Any) -> list[str]:
         return [f"claude_code_bundle.format must be {FORMAT} (the bundles this collection writes); got: "
                 f"{_shown(bundle['format'])}"]  # fmt: skip
     problems = []
-    unknown = sorted(set(map(str, bundle)) - set(FIELDS))
+    unknown = sorted(set(map(str, bundle)) - set(FIELDS) - set(OPTIONAL))
     if unknown:
-        problems.append(f"claude_code_bundle has unknown fields {_shown(unknown)} (known: {', '.join(FIELDS)})")
+        problems.append(
+            f"claude_code_bundle has unknown fields {_shown(unknown)} (known: {', '.join(FIELDS + OPTIONAL)})"
+        )
     if not isinstance(bundle["developer"], str) or not DEVELOPER.fullmatch(bundle["developer"]):
         problems.append(f"claude_code_bundle.developer must be a developer's name; got: {_shown(bundle['developer'])}")
-    for field in ("base_url", "model", "auth_token"):
+    for field in ("base_url", "model", "auth_token", *(f for f in OPTIONAL if f in bundle)):
         if not isinstance(bundle[field], str) or not bundle[field]:
-            shown = "(not shown)" if field == "auth_token" else _shown(bundle[field])
+            shown = "(not shown)" if field in SECRET else _shown(bundle[field])
             problems.append(f"claude_code_bundle.{field} must be a non-empty string; got: {shown}")
     if isinstance(bundle["context_length"], bool) or not POSITIVE.fullmatch(str(bundle["context_length"])):
         shown = _shown(bundle["context_length"])

@@ -49,6 +49,9 @@ POSITIVE_RE = re.compile(r"[1-9][0-9]*")
 # begin x-request-id- (smg model_gateway/src/routers/common/header_utils.rs,
 # should_forward_request_header): the header that labels a request must be one of those.
 USAGE_HEADER_RE = re.compile(r"x-request-id-[a-z0-9][a-z0-9-]{0,47}", re.IGNORECASE)
+# A developer's own Lyceum key (Lyceum's keys begin lk_), by the developer's name as the gateway knows it.
+DEVELOPER_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+LYCEUM_KEY_RE = re.compile(r"lk_[!-~]+")
 SIZES = ("deployment_tp_size", "deployment_ep_size", "deployment_context_length")
 
 
@@ -79,6 +82,8 @@ def deployment_problems(settings: dict) -> list[str]:
         for name, (fits, rule) in GRAMMARS.items()
         if name in settings and not (isinstance(settings[name], str) and fits(settings[name]))
     ]
+    if "deployment_developer_lyceum_keys" in settings:
+        problems += _lyceum_key_problems(settings["deployment_developer_lyceum_keys"])
     sizes = {n: settings[n] for n in SIZES if n in settings}
     bad = {n: v for n, v in sizes.items() if not POSITIVE_RE.fullmatch(str(v))}
     if bad:
@@ -88,6 +93,29 @@ def deployment_problems(settings: dict) -> list[str]:
             f"deployment_ep_size ({sizes['deployment_ep_size']}) must equal deployment_tp_size "
             f"({sizes['deployment_tp_size']}): SGLang's expert-parallel backends require it"
         )
+    return problems
+
+
+def _lyceum_key_problems(keys: object) -> list[str]:
+    """Each developer's own Lyceum key: names as the gateway's, keys lk_... (never shown)."""
+    name = "deployment_developer_lyceum_keys"
+    if not isinstance(keys, dict):
+        return [f"{name} must be a mapping of developer name to Lyceum key; got {type(keys).__name__}"]
+    bad_names = [str(who) for who in keys if not DEVELOPER_RE.fullmatch(str(who))]
+    bad_keys = sorted(
+        str(who) for who, key in keys.items() if not (isinstance(key, str) and LYCEUM_KEY_RE.fullmatch(key))
+    )
+    values = [key for key in keys.values() if isinstance(key, str)]
+    problems = []
+    if bad_names:
+        problems.append(f"{name}: developer names are letters, digits, ., _ and -; got: {json.dumps(bad_names)}")
+    if bad_keys:
+        problems.append(
+            f"{name}: a Lyceum key is lk_ then printable characters, no space or line break "
+            f"(values not shown); wrong for: {json.dumps(bad_keys)}"
+        )
+    if len(set(values)) != len(values):
+        problems.append(f"{name} gives two developers the same key (values not shown): each has their own")
     return problems
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import ansible_runner
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "lab"))
@@ -49,6 +50,9 @@ def lab_secrets() -> dict[str, str]:
     secrets_dir = lab.INVENTORY.parent / ".secrets"
     for path in sorted(secrets_dir.glob("developer-keys/*.key")):
         found[f"developer key {path.stem}"] = path.read_text().strip()
+    lab_vars = yaml.safe_load((lab.INVENTORY.parent / "group_vars" / "all" / "lab.yml").read_text())
+    for name, key in lab_vars["deployment_developer_lyceum_keys"].items():
+        found[f"Lyceum key {name}"] = key
     for path in sorted(secrets_dir.glob("ca/*.key")):
         body = "".join(path.read_text().splitlines()[1:-1])  # the base64 of the key, as it could leak
         found[f"TLS key {path.name}"] = body

@@ -268,18 +268,19 @@ def test_state_absent_removes_what_the_role_wrote_and_nothing_else(
 def test_a_developer_onboards_from_their_bundle_alone(
     onboarded: dict[str, str], runner: Runner, tmp_path: Path
 ) -> None:
-    """The gateway's run wrote laptop-1's bundle (0600: their key, the endpoint, the CA's certificate,
-    no other secret). With that file alone - no vault, no fleet inventory, no secrets directory, no
-    ansible.cfg of ours, the collection as installed - `ansible-playbook glm.fleet.onboard -e @FILE`
-    writes the same fleet profile the site's run wrote, prints no key at -vvv, and Claude Code
-    answers through it."""
+    """The gateway's run wrote laptop-1's bundle (0600: their key, their own Lyceum key, the endpoint,
+    the CA's certificate, no other secret). With that file alone - no vault, no fleet inventory, no
+    secrets directory, no ansible.cfg of ours, the collection as installed - `ansible-playbook
+    glm.fleet.onboard -e @FILE` writes the same fleet and Lyceum profiles the site's run wrote,
+    prints no key at -vvv, and Claude Code answers through the fleet's."""
     secrets = lab.INVENTORY.parent / ".secrets"
     bundle_file = secrets / "bundles" / "laptop-1.yml"
     assert oct(bundle_file.stat().st_mode & 0o777) == "0o600"
     text = bundle_file.read_text()
     bundle = yaml.safe_load(text)["claude_code_bundle"]
-    others = {n: v for n, v in lab_secrets().items() if n != "developer key laptop-1"}
+    others = {n: v for n, v in lab_secrets().items() if n not in ("developer key laptop-1", "Lyceum key laptop-1")}
     assert bundle["auth_token"] == (secrets / "developer-keys" / "laptop-1.key").read_text().strip()
+    assert bundle["lyceum_auth_token"] == lab_secrets()["Lyceum key laptop-1"]
     assert leaks(text, others) == [], "the bundle holds a secret that is not laptop-1's"
     assert bundle["ca_cert"] == (secrets / "ca" / "ca.pem").read_text().strip()
     assert (bundle["developer"], bundle["model"], bundle["context_length"]) == ("laptop-1", SERVED, CONTEXT)
@@ -287,8 +288,9 @@ def test_a_developer_onboards_from_their_bundle_alone(
     laptop = onboarded["laptop"]
     profiles = ".config/glm-fleet/claude"
     fleet_files = [f"{profiles}/fleet/settings.json", f"{profiles}/fleet.env", f"{profiles}/fleet/ca.pem",
-                   ".local/bin/claude-glm-fleet", ".local/bin/claude-glm"]  # fmt: skip
-    # The fleet profile as the site's run writes it on a machine without one, then removed again.
+                   ".local/bin/claude-glm-fleet", ".local/bin/claude-glm", f"{profiles}/lyceum/settings.json",
+                   f"{profiles}/lyceum.env", ".local/bin/claude-glm-lyceum"]  # fmt: skip
+    # The profiles as the site's run writes them on a machine without them, then removed again.
     in_node(laptop, "rm", "-f", *(f"/home/dev/{f}" for f in fleet_files))
     site = runner.playbook(REPO / "playbooks" / "developer_laptops.yml")
     assert site.status == "successful", run_log(site)

@@ -288,6 +288,14 @@ SITE_KEY, OTHER_KEY = ec.generate_private_key(ec.SECP256R1()), ec.generate_priva
             {"gateway_developers": ["a"], "gateway_developer_keys": {"a": "k" * 40 + "\n"}},
             'must be 32-128 characters of letters, digits, _ and - (values not shown); wrong for: ["a"]',
         ),
+        (
+            {"deployment_developer_lyceum_keys": {"laptop-1": "lk_" + "k" * 40, "mallory": "lk_" + "m" * 40}},
+            'deployment_developer_lyceum_keys names developers not in gateway_developers: ["mallory"]',
+        ),
+        (
+            {"gateway_max_request_mib": 0},
+            "gateway_max_request_mib must be a whole number of MiB from 1 to 1024; got: 0",
+        ),
     ],
     ids=[
         "no-workers",
@@ -300,6 +308,8 @@ SITE_KEY, OTHER_KEY = ec.generate_private_key(ec.SECP256R1()), ec.generate_priva
         "worker-newline",
         "zero-limit",
         "key-newline",
+        "lyceum-unknown-developer",
+        "zero-body-size",
     ],
 )
 def test_bad_input_is_refused_before_any_change(
@@ -313,6 +323,7 @@ def test_bad_input_is_refused_before_any_change(
     assert len(failures) == 1, run_log(run)
     assert expected in failures[0], failures[0]
     assert "k" * 40 not in failures[0]
+    assert "m" * 40 not in failures[0]
     assert "BEGIN" not in failures[0]  # no certificate or key quoted
     assert in_node(GATEWAY, "sha256sum", *GATEWAY_FILES) == site
 

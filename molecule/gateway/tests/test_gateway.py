@@ -11,6 +11,8 @@ import re
 import time
 from pathlib import Path
 
+import yaml
+
 REPO = Path(__file__).resolve().parents[3]
 SECRETS = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "inventory" / ".secrets"
 SERVED = "zai-org/GLM-5.3-Flash"
@@ -40,6 +42,26 @@ def curl(
     out = host.run(" ".join(parts) + f" --resolve {name}:443:127.0.0.1").stdout
     text, _newline, status = out.rpartition("\n")
     return status, text
+
+
+def test_each_bundle_holds_its_developers_own_keys_only() -> None:
+    """alice's bundle: her gateway key and her Lyceum key; bob's: his gateway key, no Lyceum key
+    (he has none) and nothing of alice's. Both 0600."""
+    bundles = {}
+    for name in ("alice", "bob"):
+        path = SECRETS / "bundles" / f"{name}.yml"
+        assert oct(path.stat().st_mode & 0o777) == "0o600"
+        bundles[name] = path.read_text()
+    alice = yaml.safe_load(bundles["alice"])["claude_code_bundle"]
+    bob = yaml.safe_load(bundles["bob"])["claude_code_bundle"]
+    assert (alice["auth_token"], alice["lyceum_auth_token"]) == (
+        developer_key("alice"),
+        "lk_molecule_alice_own_lyceum_key",
+    )
+    assert bob["auth_token"] == developer_key("bob")
+    assert "lyceum_auth_token" not in bob
+    assert developer_key("alice") not in bundles["bob"]
+    assert "lk_molecule" not in bundles["bob"]
 
 
 def worker_requests() -> list[dict]:
@@ -95,6 +117,24 @@ def test_each_developer_gets_an_answer_with_their_own_key(host) -> None:  # noqa
     log = host.check_output("cat /var/log/nginx/glm-fleet-gateway.log")
     assert "developer=alice" in log
     assert "developer=bob" in log
+
+
+def test_a_body_over_claude_codes_ceiling_gets_request_too_large(host) -> None:  # noqa: ANN001
+    """One byte over 32 MiB (Claude Code's own ceiling) gets 413 and the Anthropic error
+    on which Claude Code names the images to remove; the body never reaches a server."""
+    name = host.backend.host
+    before = len(worker_requests())
+    out = host.run(
+        "head -c 33554433 /dev/zero | tr '\\0' x > /tmp/glm-fleet-big.json"
+        " && curl -s --cacert /etc/glm-fleet/gateway/tls/ca.pem -w '\\n%{http_code}'"
+        f" -H 'Authorization: Bearer {developer_key('alice')}' -H 'content-type: application/json'"
+        f" --data-binary @/tmp/glm-fleet-big.json https://{name}/v1/messages --resolve {name}:443:127.0.0.1;"
+        " rm -f /tmp/glm-fleet-big.json"
+    ).stdout
+    text, _newline, status = out.rpartition("\n")
+    assert status == "413", out[-500:]
+    assert json.loads(text)["error"] == {"type": "request_too_large", "message": "request body over 32 MiB"}
+    assert len(worker_requests()) == before
 
 
 def test_the_servers_see_the_servers_key_not_the_developers(host) -> None:  # noqa: ANN001

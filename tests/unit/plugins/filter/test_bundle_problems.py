@@ -55,3 +55,11 @@ def test_a_bad_key_is_named_never_shown(token: Any) -> None:
     problems = bundle_problems({**BUNDLE, "auth_token": token})
     assert problems == ["claude_code_bundle.auth_token must be a non-empty string; got: (not shown)"]
     assert all(KEY not in p for p in bundle_problems({**BUNDLE, "format": 1, "model": ""}))
+
+
+def test_a_developers_own_lyceum_key_is_welcome_and_never_shown() -> None:
+    own = {**BUNDLE, "lyceum_auth_token": "lk_" + "c3" * 20}
+    assert bundle_problems(own) == []
+    for token in ("", 7):
+        problems = bundle_problems({**BUNDLE, "lyceum_auth_token": token})
+        assert problems == ["claude_code_bundle.lyceum_auth_token must be a non-empty string; got: (not shown)"]

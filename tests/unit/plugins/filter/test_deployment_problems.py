@@ -61,3 +61,30 @@ def test_a_bad_value_is_named(change: dict, expected: str) -> None:
     problems = deployment_problems({**DEFAULTS, **change})
     assert len(problems) == 1, problems
     assert expected in problems[0]
+
+
+OWN_KEY = "lk_" + "a1" * 20
+
+
+@pytest.mark.parametrize(
+    ("keys", "expected"),
+    [
+        (["alice"], "deployment_developer_lyceum_keys must be a mapping of developer name to Lyceum key; got list"),
+        ({"alice": "sk-" + "a" * 40}, 'values not shown); wrong for: ["alice"]'),
+        ({"alice": OWN_KEY + "\n"}, 'wrong for: ["alice"]'),
+        ({"alice": ""}, 'wrong for: ["alice"]'),
+        ({"a lice": OWN_KEY}, 'developer names are letters, digits, ., _ and -; got: ["a lice"]'),
+        ({"alice": OWN_KEY, "bob": OWN_KEY}, "gives two developers the same key (values not shown)"),
+    ],
+)
+def test_a_developers_lyceum_key_is_their_own_and_never_shown(keys: object, expected: str) -> None:
+    problems = deployment_problems({**DEFAULTS, "deployment_developer_lyceum_keys": keys})
+    assert len(problems) == 1, problems
+    assert expected in problems[0]
+    assert OWN_KEY not in problems[0]
+    assert "a" * 40 not in problems[0]
+
+
+def test_developers_with_keys_of_their_own_are_fit() -> None:
+    keys = {"alice": OWN_KEY, "bob-thinkpad.example.internal": "lk_" + "b2" * 20}
+    assert deployment_problems({**DEFAULTS, "deployment_developer_lyceum_keys": keys}) == []
