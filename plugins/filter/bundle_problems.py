@@ -4,9 +4,12 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 from typing import Any
+
+from ansible_collections.glm.fleet.plugins.filter.gateway_key_records import parse_moment
 
 DOCUMENTATION = r"""
 ---
@@ -18,7 +21,7 @@ description:
     (C(<deployment_secrets_dir>/bundles/<name>.yml)) - its format, that it holds every field, and each field's
     shape. The endpoint's URL and the key are checked again with the profile's own checks.
   - A problem names the field and shows its value, except the keys' (C(auth_token), C(lyceum_auth_token)),
-    which it never shows.
+    which it never shows. A bundle whose key has expired (C(expires) in the past) is refused.
 author:
   - glm.fleet contributors (@glm-fleet)
 options:
@@ -41,8 +44,9 @@ _value:
 
 FORMAT = 1
 FIELDS = ("format", "developer", "base_url", "ca_cert", "auth_token", "model", "context_length")
-# Only in the bundle of a developer with a Lyceum key of their own.
-OPTIONAL = ("lyceum_auth_token",)
+# When the key expires (UTC; null: never), and only in the bundle of a developer with a Lyceum key
+# of their own, that key.
+OPTIONAL = ("expires", "lyceum_auth_token")
 SECRET = ("auth_token", "lyceum_auth_token")
 DEVELOPER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 POSITIVE = re.compile(r"[1-9][0-9]{0,8}")
@@ -72,13 +76,14 @@ def bundle_problems(bundle: Any) -> list[str]:
         )
     if not isinstance(bundle["developer"], str) or not DEVELOPER.fullmatch(bundle["developer"]):
         problems.append(f"claude_code_bundle.developer must be a developer's name; got: {_shown(bundle['developer'])}")
-    for field in ("base_url", "model", "auth_token", *(f for f in OPTIONAL if f in bundle)):
+    for field in ("base_url", "model", "auth_token", *(f for f in ("lyceum_auth_token",) if f in bundle)):
         if not isinstance(bundle[field], str) or not bundle[field]:
             shown = "(not shown)" if field in SECRET else _shown(bundle[field])
             problems.append(f"claude_code_bundle.{field} must be a non-empty string; got: {shown}")
     if isinstance(bundle["context_length"], bool) or not POSITIVE.fullmatch(str(bundle["context_length"])):
         shown = _shown(bundle["context_length"])
         problems.append(f"claude_code_bundle.context_length must be a whole number of tokens; got: {shown}")
+    problems += _expiry_problems(bundle.get("expires"))
     ca_cert = bundle["ca_cert"]
     if isinstance(ca_cert, str) and "PRIVATE KEY" in ca_cert:
         problems.append("claude_code_bundle.ca_cert holds a private key: a bundle carries the CA's certificate only")
@@ -89,6 +94,21 @@ def bundle_problems(bundle: Any) -> list[str]:
             f"{_shown(head)}"
         )
     return problems
+
+
+def _expiry_problems(expires: Any) -> list[str]:
+    """When the bundle's key expires: null (never) or a UTC moment still ahead."""
+    if expires is None:
+        return []
+    moment = parse_moment(expires)
+    if moment is None:
+        return [f"claude_code_bundle.expires must be YYYY-MM-DDTHH:MM:SSZ (UTC) or null; got: {_shown(expires)}"]
+    if moment <= datetime.datetime.now(datetime.timezone.utc):
+        return [
+            f"claude_code_bundle.expires is {expires}: this bundle's key has expired; ask your operator to renew it"
+            " (they hand you a new bundle)"
+        ]
+    return []
 
 
 class FilterModule:

@@ -138,9 +138,24 @@ def test_the_gateway_does_not_tell_its_version(gateway: dict[str, Any]) -> None:
     assert "server: nginx" in headers.splitlines(), headers  # the name alone, no version
 
 
+def expiry_answer(key: str) -> str:
+    """The status and body of a request with key, from the laptop (key on stdin)."""
+    script = (
+        'read -r key; cat > /tmp/ca.pem.$$ <<"EOF"\n' + (SECRETS / "ca" / "ca.pem").read_text() + "EOF\n"
+        "curl -s -w '\\n%{http_code}' --max-time 20 --cacert /tmp/ca.pem.$$ -H \"Authorization: Bearer $key\" "
+        f"-H 'content-type: application/json' -d '{BODY}' https://{lab.SITE_CACHE_ADDRESS}/v1/messages;"
+        " rm -f /tmp/ca.pem.$$"
+    )
+    return in_node(LAPTOP, "bash", "-c", script, stdin=key + "\n")
+
+
 def test_removing_a_developer_revokes_the_key_without_restarting_anything(
     runner: Runner, gateway: dict[str, Any]
 ) -> None:
+    """alice's key, issued a day ago less 60 s with a lifetime of one day: it answers after the run,
+    then 401 "expired" within a minute of its expiry with no run (the gateway's timer); renewed, it
+    answers again with a new expiry in her bundle. Removed from the inventory, it answers 401; no
+    server and not the router restarted for any of it."""
     gpu_nodes = [n["container"] for n in gateway["nodes"] if n["group"] == "gpu_nodes"]
 
     def started() -> dict[str, str]:
@@ -151,21 +166,48 @@ def test_removing_a_developer_revokes_the_key_without_restarting_anything(
         router = in_node(GATEWAY, "systemctl", "show", "-P", "ActiveEnterTimestampMonotonic", "glm-gateway")
         return servers | {"router": router}
 
-    added = runner.playbook(PLAYBOOK, extravars={"gateway_developers": ["laptop-1", "alice"]})
+    moment = "%Y-%m-%dT%H:%M:%SZ"
+    expiry = datetime.datetime.now(datetime.UTC).replace(microsecond=0) + datetime.timedelta(seconds=60)
+    issued = SECRETS / "developer-keys" / "alice.issued"
+    issued.write_text((expiry - datetime.timedelta(days=1)).strftime(moment) + "\n")
+    one_day = {"gateway_developers": ["laptop-1", "alice"], "gateway_developer_key_lifetime_days": 1}
+    added = runner.playbook(PLAYBOOK, extravars=one_day)
     assert added.status == "successful", run_log(added)
     alice = developer_key("alice")
     assert len(alice) == 48
     assert (SECRETS / "developer-keys" / "alice.key").stat().st_mode & 0o777 == 0o600
     assert (SECRETS / "bundles" / "alice.yml").stat().st_mode & 0o777 == 0o600
     bundle = yaml.safe_load((SECRETS / "bundles" / "alice.yml").read_text())["claude_code_bundle"]
-    assert (bundle["developer"], bundle["auth_token"]) == ("alice", alice)
+    assert (bundle["developer"], bundle["auth_token"], bundle["expires"]) == ("alice", alice, expiry.strftime(moment))
+    assert datetime.datetime.now(datetime.UTC) < expiry, "the run outlasted the key: nothing tested"
     assert call("/v1/messages", alice) == "200"
     before = started()
+
+    # No run from here: the gateway's timer takes the key out within a minute of its expiry.
+    while (answer := expiry_answer(alice)).endswith("\n200"):
+        assert datetime.datetime.now(datetime.UTC) < expiry + datetime.timedelta(seconds=75), answer
+        time.sleep(2)
+    refused_at = datetime.datetime.now(datetime.UTC)
+    assert expiry <= refused_at, f"refused before its expiry: {answer}"
+    body, _newline, status = answer.rpartition("\n")
+    assert status == "401", answer
+    message = f"this key expired at {expiry.strftime(moment)}; ask your operator to renew it"
+    assert json.loads(body)["error"] == {"type": "authentication_error", "message": message}
+    assert call("/v1/messages", developer_key("laptop-1")) == "200"  # the others keep theirs
+
+    renewed = runner.playbook(PLAYBOOK, extravars=one_day | {"gateway_renew_developers": ["alice"]})
+    assert renewed.status == "successful", run_log(renewed)
+    assert developer_key("alice") == alice  # the same key, a new lifetime
+    bundle = yaml.safe_load((SECRETS / "bundles" / "alice.yml").read_text())["claude_code_bundle"]
+    new_expiry = datetime.datetime.strptime(bundle["expires"], moment).replace(tzinfo=datetime.UTC)
+    assert new_expiry - refused_at > datetime.timedelta(hours=23)
+    assert call("/v1/messages", alice) == "200"
 
     removed = runner.playbook(PLAYBOOK)  # alice is no longer in the inventory
     assert removed.status == "successful", run_log(removed)
     assert call("/v1/messages", alice) == "401"
     assert not (SECRETS / "developer-keys" / "alice.key").exists()
+    assert not (SECRETS / "developer-keys" / "alice.issued").exists()
     assert not (SECRETS / "bundles" / "alice.yml").exists()
     assert (SECRETS / "bundles" / "laptop-1.yml").exists()
     assert call("/v1/messages", developer_key("laptop-1")) == "200"  # the others keep theirs
@@ -551,6 +593,11 @@ def test_no_key_in_the_gateways_process_list_logs_or_world_readable_files(gatewa
     for where, text in places.items():
         for name, key in keys.items():
             assert key not in text, f"the {name} is in the gateway's {where}"
-    holders = "/etc/glm-fleet/gateway/router.json /etc/glm-fleet/gateway/nginx/developer-keys.map"
+    holders = "/etc/glm-fleet/gateway/router.json /etc/glm-fleet/gateway/keys.json"
     modes = in_node(GATEWAY, "sh", "-c", f"stat -c '%a %U' {holders} /etc/glm-fleet/gateway/nginx/upstream-auth.conf")
     assert modes.split("\n") == ["600 glm-gateway", "600 root", "600 root"]
+    # Not even a root-only file holds a developer's key: the gateway keeps its SHA-256.
+    found = in_node(
+        GATEWAY, "grep", "-rlF", "--", developer_key("laptop-1"), "/etc/glm-fleet", "/etc/nginx", "/usr/local"
+    )
+    assert found == "", found

@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 import ast
+import importlib.util
 import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import jinja2
@@ -20,6 +22,16 @@ sys.path.insert(0, str(REPO / "tests" / "lab"))
 sys.path.insert(0, str(REPO / "collections"))
 
 import standin_deps  # noqa: E402 - from tests/lab, put on the path above
+
+
+def load_file(path: Path) -> ModuleType:
+    """A Python file that is not a module of a package (a role's program, a template's helper), loaded."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture(scope="session")

@@ -70,6 +70,14 @@ def worker_requests() -> list[dict]:
     return [json.loads(line) for line in lines if line.startswith("{") and '"path"' in line]
 
 
+def test_the_keys_timer_runs_every_minute(host) -> None:  # noqa: ANN001
+    timer = host.service("glm-fleet-gateway-keys.timer")
+    assert timer.is_running
+    assert timer.is_enabled
+    shown = host.check_output("systemctl show glm-fleet-gateway-keys.timer -p TimersCalendar")
+    assert "OnCalendar=*-*-* *:*:00 UTC" in shown
+
+
 def test_router_and_nginx_run_and_start_at_boot(host) -> None:  # noqa: ANN001
     for unit in ("glm-gateway", "nginx"):
         service = host.service(unit)
@@ -177,11 +185,22 @@ def test_no_key_in_argv_logs_or_readable_files(host) -> None:  # noqa: ANN001
     assert (workers.user, workers.group, workers.mode) == ("root", "glm-gateway", 0o640)
     assert [url.rsplit(":", 1)[1] for url in json.loads(workers.content_string)] == ["18099"]
     for path in (
+        "/etc/glm-fleet/gateway/keys.json",
         "/etc/glm-fleet/gateway/nginx/developer-keys.map",
+        "/etc/glm-fleet/gateway/nginx/expired-keys.map",
         "/etc/glm-fleet/gateway/nginx/upstream-auth.conf",
     ):
         f = host.file(path)
         assert (f.user, f.mode) == ("root", 0o600), path
+    # The gateway holds no developer's key, only its SHA-256 (nginx hashes the key a request presents).
+    for name in ("alice", "bob"):
+        found = host.run(f"grep -rlF -- '{developer_key(name)}' /etc/glm-fleet /etc/nginx /etc/systemd/system")
+        assert (found.rc, found.stdout) == (1, ""), found.stdout
+        digest = hashlib.sha256(developer_key(name).encode()).hexdigest()
+        assert f'"{digest}" "{name}";' in host.file("/etc/glm-fleet/gateway/nginx/developer-keys.map").content_string
+    records = json.loads(host.file("/etc/glm-fleet/gateway/keys.json").content_string)["developers"]
+    assert sorted(records) == ["alice", "bob"]
+    assert all(set(record) == {"sha256", "expires"} for record in records.values())
     assert server_key in host.file("/etc/glm-fleet/gateway/nginx/upstream-auth.conf").content_string
     assert server_key not in host.file("/etc/nginx/sites-available/glm-fleet-gateway.conf").content_string
 

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import shlex
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import jinja2
@@ -16,7 +13,7 @@ import yaml
 from ansible.errors import AnsibleFilterError
 from ansible.plugins.filter.core import FilterModule as CoreFilters
 from ansible.plugins.filter.mathstuff import FilterModule as MathFilters
-from conftest import REPO, native, role_vars
+from conftest import REPO, load_file, native, role_vars
 
 from ansible_collections.glm.fleet.plugins.filter.server_instances import guard_chain
 from ansible_collections.glm.fleet.plugins.filter.systemd import systemd_exec
@@ -259,15 +256,6 @@ def test_the_port_guard_drops_all_but_the_allowed_sources() -> None:
     assert guard.jump("GLM-x", 18080) == [
         "DOCKER-USER", "-p", "tcp", "-m", "conntrack", "--ctstate", "NEW", "--ctorigdstport", "18080", "-j", "GLM-x",
     ]  # fmt: skip
-
-
-def load_file(path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_every_jit_cache_is_named_into_the_images_own_directory() -> None:

@@ -5,7 +5,6 @@ server's restart not lost, and the hosted prices applied to uncached input, cach
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import threading
 import urllib.parse
@@ -16,7 +15,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from conftest import REPO
+from conftest import REPO, load_file
 
 START = 1_800_000_000.0
 DAY = 86400.0
@@ -25,12 +24,7 @@ PRICES = {"name": "Lyceum GLM-5.3-Flash", "input": 0.20, "cached_input": 0.05, "
 
 @pytest.fixture(scope="module")
 def report() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("usage_report", REPO / "roles/monitoring/files/usage_report.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file(REPO / "roles/monitoring/files/usage_report.py")
 
 
 @pytest.mark.parametrize(

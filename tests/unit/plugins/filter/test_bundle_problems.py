@@ -31,7 +31,7 @@ def test_the_gateways_bundle_passes_and_so_does_one_for_the_systems_cas() -> Non
         ({k: v for k, v in BUNDLE.items() if k not in ("model", "ca_cert")},
          "claude_code_bundle lacks ca_cert, model; it holds: auth_token, base_url, context_length, developer, format"),
         ({**BUNDLE, "format": 2}, "claude_code_bundle.format must be 1 (the bundles this collection writes); got: 2"),
-        ({**BUNDLE, "expires": "2027-01-01"}, 'claude_code_bundle has unknown fields ["expires"]'),
+        ({**BUNDLE, "expiry": "2027-01-01"}, 'claude_code_bundle has unknown fields ["expiry"]'),
         ({**BUNDLE, "developer": "../root"}, 'developer must be a developer\'s name; got: "../root"'),
         ({**BUNDLE, "base_url": ""}, 'claude_code_bundle.base_url must be a non-empty string; got: ""'),
         ({**BUNDLE, "context_length": 0}, "claude_code_bundle.context_length must be a whole number of tokens; got: 0"),
@@ -63,3 +63,15 @@ def test_a_developers_own_lyceum_key_is_welcome_and_never_shown() -> None:
     for token in ("", 7):
         problems = bundle_problems({**BUNDLE, "lyceum_auth_token": token})
         assert problems == ["claude_code_bundle.lyceum_auth_token must be a non-empty string; got: (not shown)"]
+
+
+def test_a_bundle_whose_key_has_expired_is_refused() -> None:
+    assert bundle_problems({**BUNDLE, "expires": "2999-01-01T00:00:00Z"}) == []
+    assert bundle_problems({**BUNDLE, "expires": None}) == []
+    assert bundle_problems({**BUNDLE, "expires": "2026-01-01T00:00:00Z"}) == [
+        "claude_code_bundle.expires is 2026-01-01T00:00:00Z: this bundle's key has expired; ask your operator to renew"
+        " it (they hand you a new bundle)"
+    ]
+    assert bundle_problems({**BUNDLE, "expires": "next year"}) == [
+        'claude_code_bundle.expires must be YYYY-MM-DDTHH:MM:SSZ (UTC) or null; got: "next year"'
+    ]
