@@ -348,3 +348,64 @@ def test_a_cli_download_that_differs_from_its_pin_is_not_installed(onboarded: di
         "ls -A .local-pin-test 2>/dev/null | grep -v '^$' || true; ls /tmp | grep glm-fleet-claude- || true",
     )
     assert left.stdout.strip() == "", left.stdout
+
+
+def test_a_key_helper_gives_the_key_and_runs_again_on_a_401(onboarded: dict[str, str], tmp_path: Path) -> None:
+    """A site whose own identity system hands out the gateway keys: the fleet profile names a command
+    (claude_code_fleet_api_key_helper, Claude Code's apiKeyHelper) and holds no key. The command's
+    first answer is a key the gateway refuses (one rotated away); Claude Code runs it again on the
+    401 and answers. The env file for SDKs runs it too. The developer's Lyceum key withdrawn, the next
+    run withdraws the Lyceum profile and leaves the fleet's. Absent removes the helper with the rest."""
+    laptop = onboarded["laptop"]
+    key = (lab.INVENTORY.parent / ".secrets" / "developer-keys" / "laptop-1.key").read_text().strip()
+    helper = "/home/dev/.fleet-helper"
+    script = (
+        f"umask 077; mkdir -p {helper}; rm -f {helper}/calls\n"
+        f"printf '%s\\n' '{key}' > {helper}/key\n"
+        f"cat > {helper}/print-key.sh <<'END'\n"
+        f"echo call >> {helper}/calls\n"
+        f'if [ "$(wc -l < {helper}/calls)" -le 1 ]; then echo rotatedawayrotatedawayrotatedaway0123; '
+        f"else cat {helper}/key; fi\n"
+        "END\n"
+    )
+    written = as_developer(laptop, script)
+    assert written.returncode == 0, written.stderr
+    root, bin_dir = ".config/glm-fleet-helper", ".local/bin-helper"
+    settings = {"target": "laptop-1", "role": "glm.fleet.claude_code", "become_role": False,
+                "claude_code_config_root": root, "claude_code_bin_dir": bin_dir, "claude_code_install_cli": False,
+                "claude_code_fleet_api_key_helper": f"sh {helper}/print-key.sh"}  # fmt: skip
+    runner = Runner(tmp_path)
+    try:
+        run = runner.playbook(REPO / "tests/integration/playbooks/apply_role.yml", extravars=settings)
+        assert run.status == "successful", run_log(run)
+        profile = json.loads(in_node(laptop, "cat", f"/home/dev/{root}/fleet/settings.json").stdout)
+        assert profile["apiKeyHelper"] == f"sh {helper}/print-key.sh"
+        assert "ANTHROPIC_AUTH_TOKEN" not in profile["env"]
+        assert profile["env"]["CLAUDE_CODE_API_KEY_HELPER_TTL_MS"] == "300000"
+        files = in_node(laptop, "sh", "-c", f"cat /home/dev/{root}/fleet/settings.json /home/dev/{root}/fleet.env")
+        assert key not in files.stdout
+        answer = as_developer(laptop, f"~/{bin_dir}/claude-glm-fleet -p 'Say hello to the fleet.'")
+        assert answer.returncode == 0, f"stdout: {answer.stdout}\nstderr: {answer.stderr}"
+        assert "Hello from GLM-5.3-Flash" in answer.stdout
+        calls = in_node(laptop, "wc", "-l", f"{helper}/calls").stdout.split()[0]
+        assert int(calls) >= 2, "the helper's refused key was not asked for again"
+        sdk = as_developer(laptop, f'. ~/{root}/fleet.env && test "$OPENAI_API_KEY" = "$(cat {helper}/key)"')
+        assert sdk.returncode == 0, sdk.stderr
+
+        lyceum = [
+            f"/home/dev/{root}/lyceum/settings.json",
+            f"/home/dev/{root}/lyceum.env",
+            f"/home/dev/{bin_dir}/claude-glm-lyceum",
+        ]
+        assert in_node(laptop, "ls", *lyceum, check=False).returncode == 0  # laptop-1 has a Lyceum key of their own
+        without = runner.playbook(REPO / "tests/integration/playbooks/apply_role.yml",
+                                  extravars=settings | {"deployment_developer_lyceum_keys": {}})  # fmt: skip
+        assert without.status == "successful", run_log(without)
+        assert [in_node(laptop, "test", "-e", path, check=False).returncode for path in lyceum] == [1, 1, 1]
+        assert in_node(laptop, "test", "-e", f"/home/dev/{bin_dir}/claude-glm-fleet", check=False).returncode == 0
+    finally:
+        removed = runner.playbook(REPO / "tests/integration/playbooks/apply_role.yml",
+                                  extravars=settings | {"claude_code_state": "absent"})  # fmt: skip
+        in_node(laptop, "rm", "-rf", helper)
+    assert removed.status == "successful", run_log(removed)
+    assert in_node(laptop, "test", "-e", f"/home/dev/{root}/fleet/settings.json", check=False).returncode == 1
