@@ -176,6 +176,7 @@ def test_removing_a_developer_revokes_the_key_without_restarting_anything(
     alice = developer_key("alice")
     assert len(alice) == 48
     assert (SECRETS / "developer-keys" / "alice.key").stat().st_mode & 0o777 == 0o600
+    assert [(SECRETS / d).stat().st_mode & 0o777 for d in ("", "developer-keys", "bundles", "ca")] == [0o700] * 4
     assert (SECRETS / "bundles" / "alice.yml").stat().st_mode & 0o777 == 0o600
     bundle = yaml.safe_load((SECRETS / "bundles" / "alice.yml").read_text())["claude_code_bundle"]
     assert (bundle["developer"], bundle["auth_token"], bundle["expires"]) == ("alice", alice, expiry.strftime(moment))
