@@ -13,11 +13,14 @@ tokens would cost at the hosted service's prices.
 
 The counts are the servers' counters (SGLang's prompt_tokens_total, cached_tokens_total and
 generation_tokens_total, labelled by developer), read as Prometheus scraped them. Each series'
-growth over the window is counted from its raw samples: a series born in the window (SGLang creates
-it at a developer's first request on that server process) counts from 0, and a drop (a server's
-restart) counts the new value whole. Prometheus' increase() would miss a new series' first value and
-extrapolate to the window's edges. Tokens counted after the last scrape before a server stopped are
-lost with it.
+growth over the window is counted from its raw samples, and a new server process counts whole:
+SGLang's counters live as long as its process, which exports no start time, so a new process is
+recognised on the server's scrapes (Prometheus' up): at a successful scrape where any of the
+server's series that the previous successful scrape held is missing or lower (within one process
+a counter never falls, and a series, once made, stays). A series born in the window counts from 0.
+Prometheus' increase() would miss a new series' first value, extrapolate to the window's edges, and
+take a restarted counter that has already passed its old value for the old one grown. Tokens
+counted after the last scrape before a server stopped are lost with it.
 """
 
 from __future__ import annotations
@@ -25,12 +28,14 @@ from __future__ import annotations
 import csv
 import datetime
 import io
+import itertools
 import json
 import os
 import sys
 import tempfile
 import urllib.parse
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 
 UTC = datetime.timezone.utc  # noqa: UP017 - datetime.UTC is Python 3.11; hosts may run 3.10 (jammy)
@@ -43,17 +48,31 @@ LOOKBACK = 3600  # seconds before the window in which a series' last sample is i
 COLUMNS = ("day", "developer", "input_tokens", "cached_input_tokens", "output_tokens", "hosted_usd")
 
 
-def growth(samples: list[tuple[float, float]], start: float) -> float:
-    """A counter's growth after `start` from its samples (time, value), oldest first."""
-    before = [value for when, value in samples if when <= start]
-    previous = before[-1] if before else 0.0
+def growth(samples: list[tuple[float, float]], start: float, restarts: Sequence[float] = ()) -> float:
+    """A counter's growth after `start` from its samples (time, value), oldest first; `restarts`:
+    the times of the first scrapes of its server's new processes."""
+    before = [(when, value) for when, value in samples if when <= start]
+    since, previous = before[-1] if before else (float("-inf"), 0.0)
     total = 0.0
     for when, value in samples:
         if when <= start:
             continue
-        total += value - previous if value >= previous else value
-        previous = value
+        anew = value < previous or any(since < restart <= when for restart in restarts)
+        total += value if anew else value - previous
+        since, previous = when, value
     return total
+
+
+def restarts(scrapes: list[float], seen: dict[float, dict[tuple, float]]) -> list[float]:
+    """The times at which one server's successful scrapes (`scrapes`, oldest first) show a new
+    process: a series that the previous successful scrape held is missing, or lower. `seen`: each
+    scrape's time to its series (their labels) and values."""
+    found = []
+    for earlier, later in itertools.pairwise(scrapes):
+        old, new = seen.get(earlier, {}), seen.get(later, {})
+        if any(key not in new or new[key] < value for key, value in old.items()):
+            found.append(later)
+    return found
 
 
 def query(prometheus: str, expr: str, when: float) -> list[dict]:
@@ -68,13 +87,25 @@ def query(prometheus: str, expr: str, when: float) -> list[dict]:
 def usage(prometheus: str, job: str, start: float, end: float) -> dict[str, dict[str, int]]:
     """Tokens by developer and kind over (start, end]."""
     window = int(end - start) + LOOKBACK
-    found: dict[str, dict[str, int]] = {}
+    scrapes: dict[str, list[float]] = {}
+    for series in query(prometheus, f'up{{job="{job}"}}[{window}s]', end):
+        ups = [float(when) for when, value in series["values"] if float(value) == 1]
+        scrapes[series["metric"].get("instance", "")] = ups
+    fetched = []
+    seen: dict[str, dict[float, dict[tuple, float]]] = {}
     for kind, metric in METRICS.items():
         for series in query(prometheus, f'{metric}{{job="{job}"}}[{window}s]', end):
             samples = [(float(when), float(value)) for when, value in series["values"]]
-            developer = series["metric"].get("developer", "")
-            mine = found.setdefault(developer, dict.fromkeys(METRICS, 0))
-            mine[kind] += round(growth(samples, start))
+            instance = series["metric"].get("instance", "")
+            key = (metric, *sorted(series["metric"].items()))
+            for when, value in samples:
+                seen.setdefault(instance, {}).setdefault(when, {})[key] = value
+            fetched.append((kind, instance, series["metric"].get("developer", ""), samples))
+    new_processes = {instance: restarts(times, seen.get(instance, {})) for instance, times in scrapes.items()}
+    found: dict[str, dict[str, int]] = {}
+    for kind, instance, developer, samples in fetched:
+        mine = found.setdefault(developer, dict.fromkeys(METRICS, 0))
+        mine[kind] += round(growth(samples, start, new_processes.get(instance, [])))
     return found
 
 

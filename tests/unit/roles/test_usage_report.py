@@ -1,6 +1,7 @@
 """The daily usage file (glm.fleet.monitoring's files/usage_report.py): each developer's tokens from
 the servers' counters as Prometheus scraped them, a series born in the window counted from 0, a
-server's restart not lost, and the hosted prices applied to uncached input, cached input and output."""
+server's new process counted whole (even where its counter has passed the old one's value), and the
+hosted prices applied to uncached input, cached input and output."""
 
 from __future__ import annotations
 
@@ -28,37 +29,82 @@ def report() -> ModuleType:
 
 
 @pytest.mark.parametrize(
-    ("samples", "expected"),
+    ("samples", "new_processes", "expected"),
     [
-        ([(START - 60, 1000), (START + 60, 1500), (START + 120, 1700)], 700),  # from the last sample before
-        ([(START + 60, 300), (START + 120, 800)], 800),  # born in the window: counts from 0
-        ([(START - 60, 1000), (START + 60, 1200), (START + 120, 50), (START + 180, 90)], 290),  # a restart
-        ([(START - 120, 10), (START - 60, 20)], 0),  # nothing in the window
+        ([(START - 60, 1000), (START + 60, 1500), (START + 120, 1700)], [], 700),  # from the last sample before
+        ([(START + 60, 300), (START + 120, 800)], [], 800),  # born in the window: counts from 0
+        ([(START - 60, 1000), (START + 60, 1200), (START + 120, 50), (START + 180, 90)], [], 290),  # it fell
+        ([(START - 60, 156), (START + 120, 900)], [START + 30], 900),  # a new process, already past 156
+        ([(START - 60, 156), (START + 120, 900)], [START - 90], 744),  # the process before the baseline's
+        ([(START - 120, 10), (START - 60, 20)], [], 0),  # nothing in the window
     ],
 )
-def test_a_counters_growth_over_the_window(report: ModuleType, samples: list, expected: float) -> None:
-    assert report.growth(samples, START) == expected
+def test_a_counters_growth_over_the_window(
+    report: ModuleType, samples: list, new_processes: list, expected: float
+) -> None:
+    assert report.growth(samples, START, new_processes) == expected
+
+
+A, B = ("sglang:prompt_tokens_total", ("developer", "alice")), ("sglang:prompt_tokens_total", ("developer", ""))
+
+
+@pytest.mark.parametrize(
+    ("seen", "expected"),
+    [
+        ({1: {A: 5, B: 9}, 2: {A: 6, B: 9}, 3: {A: 6, B: 12}}, []),  # one process, growing
+        ({1: {A: 5, B: 9}, 2: {B: 9}, 3: {A: 7, B: 9}}, [2]),  # alice's series gone while it answered
+        ({1: {A: 5, B: 9}, 2: {}, 3: {A: 7}}, [2]),  # up with none of them: a new process
+        ({1: {A: 5, B: 9}, 3: {A: 7, B: 10}}, []),  # down at 2 (a network outage): all there, none lower
+        ({1: {A: 5, B: 9}, 3: {A: 7, B: 2}}, [3]),  # down at 2, then one of them lower
+        ({1: {A: 5}, 2: {A: 5, B: 1}}, []),  # a series born
+    ],
+)
+def test_a_new_server_process_is_seen_on_its_scrapes(report: ModuleType, seen: dict, expected: list) -> None:
+    scrapes = sorted(seen) if 2 in seen else [1, 3]
+    assert report.restarts(scrapes, seen) == expected
+
+
+def scraped(first: float, steps: list[tuple[float, float | None]], scrapes: list[float]) -> list[tuple[float, float]]:
+    """A series' samples at a server's successful `scrapes` from `first`: each step's value from its
+    time on (None: the series is gone, its process replaced)."""
+    samples = []
+    for when in scrapes:
+        values = [value for at, value in steps if at <= when]
+        if when >= first and values and values[-1] is not None:
+            samples.append((when, values[-1]))
+    return samples
 
 
 @pytest.fixture
 def prometheus() -> Iterator[tuple[str, list[str]]]:
-    """Prometheus' query API with two servers' counters: alice on both (one restarted), bob born
-    during the day on one, and requests that came without a developer."""
+    """Prometheus' query API with three servers' scrapes (every 50 s) and counters: alice on all
+    three (b's process replaced with a lower counter, c's by one that later passed the old value; a
+    missed its scrape at +150 s and kept its process), bob born during the day on a, and requests
+    that came without a developer."""
+    every = [START + s for s in range(-100, 1000, 50)]
+    ups = {"a": [t for t in every if t != START + 150], "b": every, "c": [t for t in every if t != START + 50]}
+
+    def on(instance: str, extra: dict[str, str], steps: list) -> tuple[dict[str, str], list]:
+        return {"developer": extra.pop("developer"), "instance": instance, **extra}, scraped(
+            steps[0][0], steps, ups[instance]
+        )
+
     series: dict[str, list[tuple[dict[str, str], list[tuple[float, float]]]]] = {
+        "up": [({"instance": i}, [(t, 1.0 if t in ups[i] else 0.0) for t in every]) for i in ups],
         "sglang:prompt_tokens_total": [
-            ({"developer": "alice", "instance": "a"}, [(START - 30, 5000), (START + 100, 9000), (START + 200, 11000)]),
-            ({"developer": "alice", "instance": "b"}, [(START - 30, 100), (START + 100, 40), (START + 200, 140)]),
-            ({"developer": "bob", "instance": "a"}, [(START + 500, 2000)]),
-            ({"developer": "", "instance": "a"}, [(START + 10, 30)]),
+            on("a", {"developer": "alice"}, [(START - 100, 5000), (START + 100, 9000), (START + 200, 11000)]),
+            on("b", {"developer": "alice"}, [(START - 100, 100), (START + 100, 40), (START + 200, 140)]),
+            on("c", {"developer": "alice"}, [(START - 100, 156), (START + 100, None), (START + 300, 900)]),
+            on("a", {"developer": "bob"}, [(START + 500, 2000)]),
+            on("a", {"developer": ""}, [(START + 50, 30)]),
         ],
         "sglang:cached_tokens_total": [
-            ({"developer": "alice", "instance": "a", "cache_source": "device"},
-             [(START - 30, 2000), (START + 200, 5000)]),
+            on("a", {"developer": "alice", "cache_source": "device"}, [(START - 100, 2000), (START + 200, 5000)]),
         ],
         "sglang:generation_tokens_total": [
-            ({"developer": "alice", "instance": "a"}, [(START - 30, 50), (START + 200, 250)]),
-            ({"developer": "bob", "instance": "a"}, [(START + 500, 64)]),
-            ({"developer": "", "instance": "a"}, [(START + 10, 1)]),
+            on("a", {"developer": "alice"}, [(START - 100, 50), (START + 200, 250)]),
+            on("a", {"developer": "bob"}, [(START + 500, 64)]),
+            on("a", {"developer": ""}, [(START + 50, 1)]),
         ],
     }  # fmt: skip
     asked: list[str] = []
@@ -102,10 +148,10 @@ def test_the_days_file_holds_each_developers_tokens_and_their_hosted_price(
     rows = list(csv.DictReader(path.open()))
     assert [r["developer"] for r in rows] == ["", "alice", "bob"]
     alice = rows[1]
-    # input 4000 + 2000 on a, 140 on b after its restart (40 + 100); 3000 of it cached
+    # input 4000 + 2000 on a, 140 on b after its restart (40 + 100), 900 on c's new process; 3000 cached
     assert alice == {
-        "day": "2027-01-15", "developer": "alice", "input_tokens": str(6140 - 3000), "cached_input_tokens": "3000",
-        "output_tokens": "200", "hosted_usd": f"{(3140 * 0.20 + 3000 * 0.05 + 200 * 0.50) / 1e6:.4f}",
+        "day": "2027-01-15", "developer": "alice", "input_tokens": str(7040 - 3000), "cached_input_tokens": "3000",
+        "output_tokens": "200", "hosted_usd": f"{(4040 * 0.20 + 3000 * 0.05 + 200 * 0.50) / 1e6:.4f}",
     }  # fmt: skip
     assert rows[2]["input_tokens"] == "2000"  # born in the day: its first value counts
     assert rows[2]["output_tokens"] == "64"
