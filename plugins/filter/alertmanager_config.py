@@ -21,9 +21,9 @@ description:
     e-mail and inhibition settings. Each receiver gets the alerts of its C(severities), by a route
     that lets the next route see them too (C(continue)); an alert no receiver takes goes to
     C(glm-fleet-nobody), a receiver that sends nothing.
-  - Alerts are grouped by alert name and node; while C(GLMNodeDown) fires for a node, every other
-    alert of that node is inhibited (the node's server, GPUs and probes are down because the node
-    is).
+  - Alerts are grouped by alert name, node and developer (a budget's alerts, one notification per
+    developer); while C(GLMNodeDown) fires for a node, every other alert of that node is inhibited
+    (the node's server, GPUs and probes are down because the node is).
   - Raises an error naming the receiver's index and field, never the URL (a webhook URL often holds
     a token), for a name that is not letters, digits, C(_) and C(-) or is used twice, a receiver
     with not exactly one of C(webhook_url) and C(email_to), an unknown severity, a webhook URL that
@@ -187,7 +187,7 @@ def alertmanager_config(
         config["global"] = _smtp(smtp or {})
     config["route"] = {
         "receiver": NOBODY,
-        "group_by": ["alertname", "node"],
+        "group_by": ["alertname", "node", "developer"],
         "group_wait": group_wait,
         "group_interval": group_interval,
         "repeat_interval": repeat_interval,

@@ -339,6 +339,15 @@ SITE_KEY, OTHER_KEY = ec.generate_private_key(ec.SECP256R1()), ec.generate_priva
             {"gateway_max_request_mib": 0},
             "gateway_max_request_mib must be a whole number of MiB from 1 to 1024; got: 0",
         ),
+        (
+            {"gateway_developer_budgets": {"laptop-1": {"monthly": 50}}},
+            'gateway_developer_budgets["laptop-1"] has no unit (and gateway_developer_budget gives none): a budget'
+            ' is an amount and its unit; got: {"monthly": 50}',
+        ),
+        (
+            {"gateway_developer_budget": {"monthly": -1, "unit": "usd"}},
+            "gateway_developer_budget.monthly must be a number above 0 (at most 4 decimals); got: -1",
+        ),
     ],
     ids=[
         "no-workers",
@@ -353,6 +362,8 @@ SITE_KEY, OTHER_KEY = ec.generate_private_key(ec.SECP256R1()), ec.generate_priva
         "key-newline",
         "lyceum-unknown-developer",
         "zero-body-size",
+        "budget-without-unit",
+        "negative-budget",
     ],
 )
 def test_bad_input_is_refused_before_any_change(

@@ -14,6 +14,7 @@ import math
 import ssl
 import sys
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from typing import Any
@@ -237,6 +238,97 @@ def test_each_developers_tokens_reach_prometheus_and_the_days_file_as_their_answ
         assert removed.status == "successful", run_log(removed)
 
 
+def gateway_ledger() -> dict[str, float]:
+    """What the gateway's ledger tells node exporter (its textfile): each sample line's series to its value."""
+    text = in_node(MONITORING, "cat", "/var/lib/prometheus/node-exporter/glm-fleet-gateway-usage.prom")
+    return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line[:1] != "#"}
+
+
+def budget_answer(key: str) -> tuple[str, dict]:
+    """A short request through the gateway with `key`: its status and its body."""
+    trust = ssl.create_default_context(cafile=str(SECRETS / "ca" / "ca.pem"))
+    request = urllib.request.Request(
+        f"https://{lab.SITE_CACHE_ADDRESS}/v1/messages", method="POST",
+        headers={"x-api-key": key, "content-type": "application/json"},
+        data=json.dumps({"model": "zai-org/GLM-5.3-Flash", "max_tokens": 8,
+                         "messages": [{"role": "user", "content": "hi"}]}).encode(),
+    )  # fmt: skip
+    try:
+        with urllib.request.urlopen(request, context=trust, timeout=60) as resp:  # noqa: S310 - the lab's gateway
+            return str(resp.status), json.loads(resp.read())
+    except urllib.error.HTTPError as refused:
+        return str(refused.code), json.loads(refused.read())
+
+
+def test_a_budget_warns_and_a_hard_one_refuses_until_it_is_raised(runner: Runner, fleet: dict[str, Any]) -> None:
+    """carol has a soft budget in dollars, dave a hard one of 1 token. The gateway's ledger grows by
+    exactly the usage their answers reported; carol's share of her budget warns
+    (GLMDeveloperBudgetWarning, at the inventory's webhook) and her requests go on; dave's is spent:
+    within a minute, with no run, the gateway answers him 402 (billing_error) with what he used this
+    month, while carol keeps her answers; the operator raises his budget and he is served at once."""
+    lab_limits = yaml.safe_load((lab.INVENTORY.parent / "group_vars" / "gateway.yml").read_text())[
+        "gateway_developer_limits"
+    ]
+    budgets = {"carol": {"monthly": 0.02, "unit": "usd", "warn_percent": 1},
+               "dave": {"monthly": 1, "unit": "tokens", "hard": True}}  # fmt: skip
+    settings = {"gateway_developers": ["laptop-1", "carol", "dave"], "gateway_developer_limits": lab_limits,
+                "gateway_developer_budgets": budgets}  # fmt: skip
+    added = runner.playbook(GATEWAY_PLAYBOOK, extravars=settings)
+    assert added.status == "successful", run_log(added)
+    try:
+        since = time.time()
+        before = gateway_ledger()
+        sent = {"carol": converse("carol", 4), "dave": converse("dave", 1)}
+
+        def month(developer: str, kind: str, since_before: bool = True) -> float:
+            series = f'glm_fleet_developer_month_tokens{{developer="{developer}",kind="{kind}"}}'
+            return gateway_ledger().get(series, 0.0) - (before.get(series, 0.0) if since_before else 0.0)
+
+        def counted() -> bool:
+            return all(month(d, k) == sent[d][u] for d in sent for k, u in
+                       (("input", "input"), ("cached_input", "cached"), ("output", "output")))  # fmt: skip
+
+        wait_for(f"the gateway's ledger to grow by {sent}", counted, timeout=75)  # its next minute's run
+        carol = {k: month("carol", k, since_before=False) for k in ("input", "cached_input", "output")}
+        cost = ((carol["input"] - carol["cached_input"]) * 0.20 + carol["cached_input"] * 0.05
+                + carol["output"] * 0.50) / 1e6  # fmt: skip
+        ratio = gateway_ledger()['glm_fleet_developer_budget_used_ratio{developer="carol",unit="usd",hard="false"}']
+        assert ratio == round(cost / 0.02, 6)
+        assert 0.01 <= ratio < 1, ratio  # over its warning, under its budget
+
+        def refused() -> tuple[str, dict] | None:
+            answer = budget_answer(developer_key("dave"))
+            return answer if answer[0] != "200" else None
+
+        status, body = wait_for("dave refused", refused, timeout=75)  # the run after the ledger's
+        used = month("dave", "input", since_before=False) + month("dave", "output", since_before=False)
+        assert (status, body["error"]["type"]) == ("402", "billing_error"), body
+        assert body["error"]["message"] == (
+            f"dave: the monthly budget of 1 tokens is spent ({used:.0f} tokens used in"
+            f" {datetime.datetime.now(datetime.UTC):%Y-%m}); it starts anew next month,"
+            " or ask your operator to raise it"
+        )
+        assert budget_answer(developer_key("carol"))[0] == "200"
+        assert budget_answer(developer_key("laptop-1"))[0] == "200"
+
+        warned = wait_for(
+            "carol's budget warning at the webhook",
+            lambda: [n for n in notifications(since, "GLMDeveloperBudgetWarning", "") if n["status"] == "firing"],
+            timeout=30,
+        )
+        assert [a["labels"]["developer"] for a in warned[0]["alerts"]] == ["carol"]
+        assert firing("GLMDeveloperBudgetSpent", developer="dave")
+        assert not firing("GLMDeveloperBudgetWarning", developer="dave")
+
+        raised = budgets | {"dave": {"monthly": 10**9, "unit": "tokens", "hard": True}}
+        again = runner.playbook(GATEWAY_PLAYBOOK, extravars=settings | {"gateway_developer_budgets": raised})
+        assert again.status == "successful", run_log(again)
+        assert budget_answer(developer_key("dave"))[0] == "200"  # at once: the run rewrote the map
+    finally:
+        removed = runner.playbook(GATEWAY_PLAYBOOK)
+        assert removed.status == "successful", run_log(removed)
+
+
 def test_every_dashboard_query_is_valid_and_the_servers_ones_have_data(fleet: dict[str, Any]) -> None:
     """Each panel query of the Grafana dashboard (tools/dashboards.py) is accepted by the lab's
     Prometheus; those over the servers and the gateway return series (DCGM's need a DCGM exporter)."""
@@ -261,16 +353,16 @@ def firing(alert: str, **labels: str) -> list[dict]:
 
 
 def notifications(since: float, alert: str, node: str) -> list[dict]:
-    """What the lab's webhook (the inventory's receiver) got since `since` for the group of `alert`
-    on `node`: each notification's body with its arrival time."""
+    """What the lab's webhook (the inventory's receiver) got since `since` for the groups of `alert`
+    on `node` (of no node: ""): each notification's body with its arrival time."""
     receiver = json.loads((lab.STATE_DIR / "services.json").read_text())["alerts"]
     with urllib.request.urlopen(f"{receiver}/_lab/notifications", timeout=10) as resp:  # noqa: S310 - the lab's
         kept = json.loads(resp.read())
-    group = {"alertname": alert, "node": node}
+    group = {"alertname": alert, "node": node} if node else {"alertname": alert}
     return [
         {**n["body"], "received": n["received"]}
         for n in kept
-        if n["received"] >= since and n["body"]["groupLabels"] == group
+        if n["received"] >= since and {k: v for k, v in n["body"]["groupLabels"].items() if k != "developer"} == group
     ]
 
 

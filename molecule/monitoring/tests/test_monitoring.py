@@ -43,7 +43,7 @@ def test_promtool_accepts_the_configuration_and_the_rules(host) -> None:  # noqa
     assert host.run("promtool check config /etc/prometheus/prometheus.yml").rc == 0
     check = host.run("promtool check rules /etc/prometheus/glm-fleet-alerts.yml")
     assert check.rc == 0, check.stdout + check.stderr
-    assert "SUCCESS: 14 rules found" in check.stdout
+    assert "SUCCESS: 16 rules found" in check.stdout
 
 
 def test_alertmanager_listens_on_loopback_alone_and_prometheus_sends_to_it(host) -> None:  # noqa: ANN001

@@ -1,29 +1,44 @@
 # Copyright: glm.fleet contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""glm.fleet's gateway keys: nginx's maps of the developers' keys that are valid now, and of the expired.
+"""glm.fleet's gateway keys: nginx's maps of the developers' keys that are valid now, of the expired,
+and of those whose hard monthly budget is spent, from a ledger of each developer's tokens this month.
 
     python3 gateway-keys KEYS [--reload]
 
 KEYS (JSON, root-only, written by glm.fleet.gateway): {"format": 1, "map_dir": DIR, "developers":
-{NAME: {"sha256": HEX, "expires": "YYYY-MM-DDTHH:MM:SSZ" or null}}}. The gateway never holds a
-developer's key: nginx hashes the key a request presents (njs) and looks the hash up in
-DIR/developer-keys.map (valid now: the developer's name) and DIR/expired-keys.map (expired: when).
+{NAME: {"sha256": HEX, "expires": "YYYY-MM-DDTHH:MM:SSZ" or null}}, "usage": {"ledger": FILE,
+"textfile": FILE, "workers": [URL], "prices": {"input", "cached_input", "output"} ($ per 1M),
+"budgets": {NAME: {"monthly": N, "unit": "usd" or "tokens", "warn_percent": P, "hard": BOOL}}}}.
+The gateway never holds a developer's key: nginx hashes the key a request presents (njs) and looks
+the hash up in DIR/developer-keys.map (valid now: the developer's name), DIR/expired-keys.map
+(expired: when) and DIR/spent-keys.map (a hard budget spent: what to tell them).
 
-Each file is replaced only when its text changes. With --reload, nginx reloads when one did (a
+The ledger: each run reads every server's token counters (SGLang's /metrics: prompt_tokens_total,
+cached_tokens_total, generation_tokens_total, labelled by developer) and adds their growth since
+the last run to each developer's month (UTC). A server's new process counts whole: one where a
+series the last run saw is missing or lower. A server seen for the first time is the baseline (its
+tokens before count nowhere); a server that does not answer is read again at the next run. The
+month's totals and each budget's share go to FILE "textfile" for node exporter (Prometheus warns
+from it), and a spent hard budget into the map.
+
+Each file is replaced only when its text changes. With --reload, nginx reloads when a map did (a
 reload lets requests in flight finish; new ones see the new maps). The gateway's timer runs this
-every minute, so a key stops working within a minute of its expiry without a run of Ansible. One
-line of JSON on stdout: {"changed": BOOL, "valid": [NAMES], "expired": [NAMES]}.
+every minute, so a key stops working within a minute of its expiry, or of its hard budget being
+spent, without a run of Ansible. One line of JSON on stdout: {"changed": BOOL, "valid": [NAMES],
+"expired": [NAMES], "spent": [NAMES]}.
 """
 
 from __future__ import annotations
 
 import datetime
+import fcntl
 import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
+import urllib.request
 
 MOMENT = "%Y-%m-%dT%H:%M:%SZ"
 HEX = re.compile(r"[0-9a-f]{64}")
@@ -49,8 +64,119 @@ def maps(keys: dict, now: datetime.datetime) -> tuple[str, str, list[str], list[
     return "".join(valid_lines), "".join(expired_lines), valid, expired
 
 
-def replace(path: str, text: str) -> bool:
-    """Write text to path (root-only) when it differs; whether it did."""
+COUNTERS = {
+    "sglang:prompt_tokens_total": "input",
+    "sglang:cached_tokens_total": "cached_input",
+    "sglang:generation_tokens_total": "output",
+}
+SAMPLE = re.compile(r"(sglang:[a-z_]+)\{(.*)\} ([0-9.eE+-]+)")
+LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+KINDS = ("input", "cached_input", "output")
+
+
+def counters(text: str) -> dict[str, float]:
+    """A server's token counters from its /metrics text: each series (its name and labels, one
+    string) to its value."""
+    found = {}
+    for line in text.splitlines():
+        match = SAMPLE.fullmatch(line.strip())
+        if match and match.group(1) in COUNTERS:
+            found[f"{match.group(1)}{{{match.group(2)}}}"] = float(match.group(3))
+    return found
+
+
+def developer_and_kind(series: str) -> tuple[str, str]:
+    name, labels = series.split("{", 1)
+    return dict(LABEL.findall(labels)).get("developer", ""), COUNTERS[name]
+
+
+def grown(old: dict[str, float] | None, new: dict[str, float]) -> dict[str, float]:
+    """Each series' growth from one reading of a server to the next: nothing at a first reading (the
+    baseline); a new process (a series gone, or lower) counts whole; a series born counts from 0."""
+    if old is None:
+        return {}
+    anew = any(series not in new or new[series] < value for series, value in old.items())
+    return {series: value if anew else value - old.get(series, 0.0) for series, value in new.items()}
+
+
+def fetch(url: str) -> str | None:
+    try:
+        with urllib.request.urlopen(f"{url}/metrics", timeout=5) as response:  # noqa: S310 - the fleet's servers
+            return response.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+
+
+def cost(used: dict[str, float], prices: dict[str, float]) -> float:
+    uncached = max(used["input"] - used["cached_input"], 0.0)
+    return (
+        uncached * float(prices["input"])
+        + used["cached_input"] * float(prices["cached_input"])
+        + used["output"] * float(prices["output"])
+    ) / 1e6
+
+
+def account(ledger: dict, readings: dict[str, str | None], month: str) -> dict:
+    """The ledger after this run's readings of the servers (URL to /metrics text, None: no answer)."""
+    if ledger.get("month") != month:
+        ledger = {"month": month, "servers": ledger.get("servers", {}), "developers": {}}
+    for url, text in readings.items():
+        if text is None:
+            continue
+        new = counters(text)
+        for series, growth in grown(ledger["servers"].get(url), new).items():
+            developer, kind = developer_and_kind(series)
+            if developer and growth:
+                mine = ledger["developers"].setdefault(developer, dict.fromkeys(KINDS, 0.0))
+                mine[kind] += growth
+        ledger["servers"][url] = new
+    ledger["servers"] = {url: seen for url, seen in ledger["servers"].items() if url in readings}
+    return ledger
+
+
+def budgets(ledger: dict, usage: dict) -> tuple[str, dict[str, str]]:
+    """The textfile for node exporter (each developer's month, each budget's share), and for each
+    developer whose hard budget is spent, what the gateway tells them."""
+    lines = [
+        "# HELP glm_fleet_developer_month_tokens Tokens this calendar month (UTC) by developer and kind, from the"
+        " gateway's ledger of the servers' counters.",
+        "# TYPE glm_fleet_developer_month_tokens gauge",
+    ]
+    developers = ledger.get("developers", {})
+    for name, used in sorted(developers.items()):
+        lines += [
+            f'glm_fleet_developer_month_tokens{{developer="{name}",kind="{kind}"}} {used[kind]:.0f}' for kind in KINDS
+        ]
+    lines += [
+        "# HELP glm_fleet_developer_budget_used_ratio The share of the developer's monthly budget used (1: spent).",
+        "# TYPE glm_fleet_developer_budget_used_ratio gauge",
+        "# HELP glm_fleet_developer_budget_warn_ratio The share of the developer's budget at which it warns.",
+        "# TYPE glm_fleet_developer_budget_warn_ratio gauge",
+    ]
+    spent = {}
+    for name, budget in sorted(usage.get("budgets", {}).items()):
+        used = developers.get(name, dict.fromkeys(KINDS, 0.0))
+        if budget["unit"] == "usd":
+            amount = cost(used, usage["prices"])
+            shown, of = f"USD {amount:.2f}", f"USD {budget['monthly']:.2f}"
+        else:
+            amount = used["input"] + used["output"]
+            shown, of = f"{amount:.0f} tokens", f"{budget['monthly']:.0f} tokens"
+        ratio = amount / budget["monthly"]
+        hard = "true" if budget["hard"] else "false"
+        labels = f'developer="{name}",unit="{budget["unit"]}",hard="{hard}"'
+        lines.append(f"glm_fleet_developer_budget_used_ratio{{{labels}}} {ratio:.6f}")
+        lines.append(f'glm_fleet_developer_budget_warn_ratio{{developer="{name}"}} {budget["warn_percent"] / 100:.2f}')
+        if budget["hard"] and ratio >= 1:
+            spent[name] = (
+                f"{name}: the monthly budget of {of} is spent ({shown} used in {ledger['month']}); it starts anew"
+                f" next month, or ask your operator to raise it"
+            )
+    return "\n".join(lines) + "\n", spent
+
+
+def replace(path: str, text: str, mode: int = 0o600) -> bool:
+    """Write text to path (root-only unless mode says otherwise) when it differs; whether it did."""
     try:
         with open(path, encoding="utf-8") as f:
             if f.read() == text:
@@ -61,7 +187,7 @@ def replace(path: str, text: str) -> bool:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
-        os.chmod(tmp, 0o600)
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)
@@ -78,12 +204,33 @@ def main(argv: list[str]) -> int:
         keys = json.load(f)
     now = datetime.datetime.now(datetime.UTC)
     valid_map, expired_map, valid, expired = maps(keys, now)
+    spent: dict[str, str] = {}
+    usage = keys.get("usage")
+    if usage:
+        # One run at a time reads and writes the ledger (the timer's, and Ansible's).
+        with open(usage["ledger"] + ".lock", "a", encoding="utf-8") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                with open(usage["ledger"], encoding="utf-8") as f:
+                    ledger = json.load(f)
+            except FileNotFoundError:
+                ledger = {}
+            ledger = account(ledger, {url: fetch(url) for url in usage["workers"]}, now.strftime("%Y-%m"))
+            replace(usage["ledger"], json.dumps(ledger, sort_keys=True) + "\n")
+            textfile, spent = budgets(ledger, usage)
+            replace(usage["textfile"], textfile, 0o644)
+    spent_map = "".join(
+        f'"{keys["developers"][name]["sha256"]}" "{message}";\n'
+        for name, message in sorted(spent.items())
+        if name in keys["developers"]
+    )
     header = HEADER.format(path)
     changed = replace(os.path.join(keys["map_dir"], "developer-keys.map"), header + valid_map)
     changed = replace(os.path.join(keys["map_dir"], "expired-keys.map"), header + expired_map) or changed
+    changed = replace(os.path.join(keys["map_dir"], "spent-keys.map"), header + spent_map) or changed
     if changed and "--reload" in argv[1:]:
         subprocess.run(["systemctl", "reload", "nginx"], check=True)
-    print(json.dumps({"changed": changed, "valid": valid, "expired": expired}))
+    print(json.dumps({"changed": changed, "valid": valid, "expired": expired, "spent": sorted(spent)}))
     return 0
 
 

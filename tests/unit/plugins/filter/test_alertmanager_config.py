@@ -28,7 +28,7 @@ def test_each_receiver_gets_its_severities_and_the_next_route_sees_them_too() ->
     )  # fmt: skip
     route = config["route"]
     assert route["receiver"] == "glm-fleet-nobody"
-    assert route["group_by"] == ["alertname", "node"]
+    assert route["group_by"] == ["alertname", "node", "developer"]
     assert (route["group_wait"], route["group_interval"], route["repeat_interval"]) == ("30s", "5m", "4h")
     assert route["routes"] == [
         {"receiver": "oncall", "matchers": ['severity=~"critical"'], "continue": True},
