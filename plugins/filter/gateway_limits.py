@@ -12,11 +12,12 @@ from typing import Any
 DOCUMENTATION = r"""
 ---
 name: gateway_limits
-short_description: Each developer's limits at the gateway (requests at once, per minute, burst) and when to retry
+short_description: Each developer's limits at the gateway (requests at once, per minute, burst, tokens a minute)
 version_added: 0.1.0
 description:
   - Gives every developer the defaults (C(gateway_developer_concurrency), C(gateway_developer_requests_per_minute),
-    C(gateway_developer_burst)) with their own entry of C(gateway_developer_limits) over them.
+    C(gateway_developer_burst), C(gateway_developer_tokens_per_minute)) with their own entry of
+    C(gateway_developer_limits) over them.
   - Adds C(retry_after), the seconds a throttled request is told to wait (one request's share of the developer's
     minute, at least 1), and C(rate_zone), the name of the nginx zone shared by the developers of the same rate and
     burst.
@@ -30,7 +31,7 @@ options:
     elements: str
     required: true
   defaults:
-    description: C(concurrency), C(requests_per_minute) and C(burst) for every developer.
+    description: C(concurrency), C(requests_per_minute), C(burst) and C(tokens_per_minute) for every developer.
     type: dict
     required: true
   overrides:
@@ -48,26 +49,31 @@ problems: "{{ gateway_developers | glm.fleet.gateway_limit_problems(defaults, ga
 RETURN = r"""
 _value:
   description: C(gateway_limits), a dict by developer of C(concurrency), C(requests_per_minute), C(burst),
-    C(retry_after) and C(rate_zone); C(gateway_limit_problems), one sentence per problem (empty when all is well).
+    C(tokens_per_minute), C(retry_after) and C(rate_zone); C(gateway_limit_problems), one sentence per problem
+    (empty when all is well).
   type: raw
 """
 
-FIELDS = ("concurrency", "requests_per_minute", "burst")
+FIELDS = ("concurrency", "requests_per_minute", "burst", "tokens_per_minute")
 DEFAULTS = {field: f"gateway_developer_{field}" for field in FIELDS}
-LIMIT = re.compile(r"[1-9][0-9]{0,5}")  # 1 to 999999
-WHOLE = "must be a whole number from 1 to 999999; got:"
+# 1 to 999999, and tokens a minute 1 to 999999999
+LIMIT = {
+    field: re.compile(r"[1-9][0-9]{0,8}" if field == "tokens_per_minute" else r"[1-9][0-9]{0,5}") for field in FIELDS
+}
+WHOLE = {field: f"must be a whole number from 1 to {'999999999' if field == 'tokens_per_minute' else '999999'}; got:"
+         for field in FIELDS}  # fmt: skip
 
 
-def _whole(value: Any) -> int | None:
+def _whole(value: Any, field: str) -> int | None:
     text = str(value) if not isinstance(value, bool) else ""
-    return int(text) if LIMIT.fullmatch(text) else None
+    return int(text) if LIMIT[field].fullmatch(text) else None
 
 
 def gateway_limit_problems(developers: list[str], defaults: dict[str, Any], overrides: Any) -> list[str]:
     problems = [
-        f"{DEFAULTS[field]} {WHOLE} {json.dumps(defaults.get(field), default=str)}"
+        f"{DEFAULTS[field]} {WHOLE[field]} {json.dumps(defaults.get(field), default=str)}"
         for field in FIELDS
-        if _whole(defaults.get(field)) is None
+        if _whole(defaults.get(field), field) is None
     ]
     if not isinstance(overrides, dict):
         return [
@@ -87,9 +93,9 @@ def gateway_limit_problems(developers: list[str], defaults: dict[str, Any], over
                 f"{where} has unknown fields {json.dumps(unknown, default=str)} (known: {', '.join(FIELDS)})"
             )
         problems += [
-            f"{where}.{field} {WHOLE} {json.dumps(own[field], default=str)}"
+            f"{where}.{field} {WHOLE[field]} {json.dumps(own[field], default=str)}"
             for field in FIELDS
-            if field in own and _whole(own[field]) is None
+            if field in own and _whole(own[field], field) is None
         ]
     return problems
 

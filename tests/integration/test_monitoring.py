@@ -244,8 +244,8 @@ def gateway_ledger() -> dict[str, float]:
     return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line[:1] != "#"}
 
 
-def budget_answer(key: str) -> tuple[str, dict]:
-    """A short request through the gateway with `key`: its status and its body."""
+def budget_answer(key: str) -> tuple[str, dict, str]:
+    """A short request through the gateway with `key`: its status, its body and its Retry-After."""
     trust = ssl.create_default_context(cafile=str(SECRETS / "ca" / "ca.pem"))
     request = urllib.request.Request(
         f"https://{lab.SITE_CACHE_ADDRESS}/v1/messages", method="POST",
@@ -255,30 +255,33 @@ def budget_answer(key: str) -> tuple[str, dict]:
     )  # fmt: skip
     try:
         with urllib.request.urlopen(request, context=trust, timeout=60) as resp:  # noqa: S310 - the lab's gateway
-            return str(resp.status), json.loads(resp.read())
+            return str(resp.status), json.loads(resp.read()), resp.headers.get("Retry-After", "")
     except urllib.error.HTTPError as refused:
-        return str(refused.code), json.loads(refused.read())
+        return str(refused.code), json.loads(refused.read()), refused.headers.get("Retry-After", "")
 
 
 def test_a_budget_warns_and_a_hard_one_refuses_until_it_is_raised(runner: Runner, fleet: dict[str, Any]) -> None:
-    """carol has a soft budget in dollars, dave a hard one of 1 token. The gateway's ledger grows by
-    exactly the usage their answers reported; carol's share of her budget warns
-    (GLMDeveloperBudgetWarning, at the inventory's webhook) and her requests go on; dave's is spent:
-    within a minute, with no run, the gateway answers him 402 (billing_error) with what he used this
-    month, while carol keeps her answers; the operator raises his budget and he is served at once."""
+    """carol has a soft budget in dollars, dave a hard one of 1 token, erin a limit of 100 tokens a
+    minute. The gateway's ledger grows by exactly the usage their answers reported; carol's share of
+    her budget warns (GLMDeveloperBudgetWarning, at the inventory's webhook) and her requests go on;
+    dave's is spent: within a minute, with no run, the gateway answers him 402 (billing_error) with
+    what he used this month, and erin 429 with Retry-After 60, while carol keeps her answers; erin is
+    served again at the next minute's count; the operator raises dave's budget and he is served at
+    once."""
     lab_limits = yaml.safe_load((lab.INVENTORY.parent / "group_vars" / "gateway.yml").read_text())[
         "gateway_developer_limits"
     ]
     budgets = {"carol": {"monthly": 0.02, "unit": "usd", "warn_percent": 1},
                "dave": {"monthly": 1, "unit": "tokens", "hard": True}}  # fmt: skip
-    settings = {"gateway_developers": ["laptop-1", "carol", "dave"], "gateway_developer_limits": lab_limits,
+    limits = lab_limits | {"erin": {"tokens_per_minute": 100}}
+    settings = {"gateway_developers": ["laptop-1", "carol", "dave", "erin"], "gateway_developer_limits": limits,
                 "gateway_developer_budgets": budgets}  # fmt: skip
     added = runner.playbook(GATEWAY_PLAYBOOK, extravars=settings)
     assert added.status == "successful", run_log(added)
     try:
         since = time.time()
         before = gateway_ledger()
-        sent = {"carol": converse("carol", 4), "dave": converse("dave", 1)}
+        sent = {"carol": converse("carol", 4), "dave": converse("dave", 1), "erin": converse("erin", 1)}
 
         def month(developer: str, kind: str, since_before: bool = True) -> float:
             series = f'glm_fleet_developer_month_tokens{{developer="{developer}",kind="{kind}"}}'
@@ -296,11 +299,11 @@ def test_a_budget_warns_and_a_hard_one_refuses_until_it_is_raised(runner: Runner
         assert ratio == round(cost / 0.02, 6)
         assert 0.01 <= ratio < 1, ratio  # over its warning, under its budget
 
-        def refused() -> tuple[str, dict] | None:
+        def refused() -> tuple[str, dict, str] | None:
             answer = budget_answer(developer_key("dave"))
             return answer if answer[0] != "200" else None
 
-        status, body = wait_for("dave refused", refused, timeout=75)  # the run after the ledger's
+        status, body, _after = wait_for("dave refused", refused, timeout=75)  # the run after the ledger's
         used = month("dave", "input", since_before=False) + month("dave", "output", since_before=False)
         assert (status, body["error"]["type"]) == ("402", "billing_error"), body
         assert body["error"]["message"] == (
@@ -308,6 +311,15 @@ def test_a_budget_warns_and_a_hard_one_refuses_until_it_is_raised(runner: Runner
             f" {datetime.datetime.now(datetime.UTC):%Y-%m}); it starts anew next month,"
             " or ask your operator to raise it"
         )
+        erin = sent["erin"]
+        status, body, after = wait_for("erin throttled", lambda: (a := budget_answer(developer_key("erin")))[0] != "200"
+                                       and a, timeout=75)  # fmt: skip
+        assert (status, after, body["error"]["type"]) == ("429", "60", "rate_limit_error"), body
+        computed = erin["input"] - erin["cached"] + erin["output"]
+        assert body["error"]["message"].startswith("this key is over its limit of 100 tokens a minute (input not"
+                                                   " from the cache and output: "), body  # fmt: skip
+        assert body["error"]["message"].endswith(" in the last minute); retry after 60 s"), body
+        assert computed > 100, erin
         assert budget_answer(developer_key("carol"))[0] == "200"
         assert budget_answer(developer_key("laptop-1"))[0] == "200"
 
@@ -324,6 +336,8 @@ def test_a_budget_warns_and_a_hard_one_refuses_until_it_is_raised(runner: Runner
         again = runner.playbook(GATEWAY_PLAYBOOK, extravars=settings | {"gateway_developer_budgets": raised})
         assert again.status == "successful", run_log(again)
         assert budget_answer(developer_key("dave"))[0] == "200"  # at once: the run rewrote the map
+        wait_for("erin served at the next minute's count", lambda: budget_answer(developer_key("erin"))[0] == "200",
+                 timeout=75)  # fmt: skip
     finally:
         removed = runner.playbook(GATEWAY_PLAYBOOK)
         assert removed.status == "successful", run_log(removed)

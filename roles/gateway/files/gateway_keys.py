@@ -1,31 +1,35 @@
 # Copyright: glm.fleet contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """glm.fleet's gateway keys: nginx's maps of the developers' keys that are valid now, of the expired,
-and of those whose hard monthly budget is spent, from a ledger of each developer's tokens this month.
+of those whose hard monthly budget is spent and of those over their tokens a minute, from a ledger
+of each developer's tokens.
 
     python3 gateway-keys KEYS [--reload]
 
 KEYS (JSON, root-only, written by glm.fleet.gateway): {"format": 1, "map_dir": DIR, "developers":
 {NAME: {"sha256": HEX, "expires": "YYYY-MM-DDTHH:MM:SSZ" or null}}, "usage": {"ledger": FILE,
 "textfile": FILE, "workers": [URL], "prices": {"input", "cached_input", "output"} ($ per 1M),
-"budgets": {NAME: {"monthly": N, "unit": "usd" or "tokens", "warn_percent": P, "hard": BOOL}}}}.
-The gateway never holds a developer's key: nginx hashes the key a request presents (njs) and looks
-the hash up in DIR/developer-keys.map (valid now: the developer's name), DIR/expired-keys.map
-(expired: when) and DIR/spent-keys.map (a hard budget spent: what to tell them).
+"budgets": {NAME: {"monthly": N, "unit": "usd" or "tokens", "warn_percent": P, "hard": BOOL}},
+"limits": {NAME: {"tokens_per_minute": N, ...}}}}. The gateway never holds a developer's key: nginx
+hashes the key a request presents (njs) and looks the hash up in DIR/developer-keys.map (valid now:
+the developer's name), DIR/expired-keys.map (expired: when), DIR/spent-keys.map (a hard budget spent: what to tell
+them) and DIR/throttled-keys.map (over the tokens a minute: what to tell them).
 
 The ledger: each run reads every server's token counters (SGLang's /metrics: prompt_tokens_total,
 cached_tokens_total, generation_tokens_total, labelled by developer) and adds their growth since
-the last run to each developer's month (UTC). A server's new process counts whole: one where a
-series the last run saw is missing or lower. A server seen for the first time is the baseline (its
-tokens before count nowhere); a server that does not answer is read again at the next run. The
-month's totals and each budget's share go to FILE "textfile" for node exporter (Prometheus warns
-from it), and a spent hard budget into the map.
+the last run to each developer's month (UTC), and to the tokens the servers computed for them
+(input not from the cache, and output). A server's new process counts whole: one where a series
+the last run saw is missing or lower. A server seen for the first time is the baseline (its tokens
+before count nowhere); a server that does not answer is read again at the next run. The month's
+totals and each budget's share go to FILE "textfile" for node exporter (Prometheus warns from it),
+a spent hard budget into its map, and a developer whose computed tokens from the run a minute
+before to this one exceed their tokens a minute into the throttled map, until the next run.
 
 Each file is replaced only when its text changes. With --reload, nginx reloads when a map did (a
 reload lets requests in flight finish; new ones see the new maps). The gateway's timer runs this
-every minute, so a key stops working within a minute of its expiry, or of its hard budget being
-spent, without a run of Ansible. One line of JSON on stdout: {"changed": BOOL, "valid": [NAMES],
-"expired": [NAMES], "spent": [NAMES]}.
+every minute, so a key stops working within a minute of its expiry, of its hard budget being
+spent or of its tokens a minute being passed, without a run of Ansible. One line of JSON on stdout:
+{"changed": BOOL, "valid": [NAMES], "expired": [NAMES], "spent": [NAMES], "throttled": [NAMES]}.
 """
 
 from __future__ import annotations
@@ -72,6 +76,8 @@ COUNTERS = {
 SAMPLE = re.compile(r"(sglang:[a-z_]+)\{(.*)\} ([0-9.eE+-]+)")
 LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 KINDS = ("input", "cached_input", "output")
+MINUTE = 60
+SNAPSHOTS_KEPT = 5 * MINUTE  # seconds of the ledger's runs kept, for the tokens of the last minute
 
 
 def counters(text: str) -> dict[str, float]:
@@ -116,10 +122,15 @@ def cost(used: dict[str, float], prices: dict[str, float]) -> float:
     ) / 1e6
 
 
-def account(ledger: dict, readings: dict[str, str | None], month: str) -> dict:
-    """The ledger after this run's readings of the servers (URL to /metrics text, None: no answer)."""
+def account(ledger: dict, readings: dict[str, str | None], month: str, now: float = 0.0) -> dict:
+    """The ledger after this run's readings of the servers (URL to /metrics text, None: no answer) at
+    `now`: each developer's month by kind, and the tokens the servers computed for each (input not
+    from the cache, and output) since the ledger began, as they stood at each run of the last minutes."""
     if ledger.get("month") != month:
-        ledger = {"month": month, "servers": ledger.get("servers", {}), "developers": {}}
+        ledger = {**ledger, "month": month, "developers": {}}
+    ledger.setdefault("servers", {})
+    computed = ledger.setdefault("computed", {})
+    sign = {"input": 1, "cached_input": -1, "output": 1}
     for url, text in readings.items():
         if text is None:
             continue
@@ -129,9 +140,34 @@ def account(ledger: dict, readings: dict[str, str | None], month: str) -> dict:
             if developer and growth:
                 mine = ledger["developers"].setdefault(developer, dict.fromkeys(KINDS, 0.0))
                 mine[kind] += growth
+                computed[developer] = computed.get(developer, 0.0) + sign[kind] * growth
         ledger["servers"][url] = new
     ledger["servers"] = {url: seen for url, seen in ledger["servers"].items() if url in readings}
+    kept = [snapshot for snapshot in ledger.get("snapshots", []) if now - snapshot[0] <= SNAPSHOTS_KEPT]
+    ledger["snapshots"] = [*kept, [now, dict(computed)]]
     return ledger
+
+
+def over_tokens_per_minute(ledger: dict, limits: dict[str, int]) -> dict[str, str]:
+    """The developers over their tokens-per-minute limit, and what the gateway tells them: the tokens
+    the servers computed for them (input not from the cache, and output) from the newest run at least
+    a minute before this one (or, in the ledger's first minute, its first run) to this one, per
+    minute (over less than a minute, as they are)."""
+    snapshots = ledger.get("snapshots", [])
+    if len(snapshots) < 2:
+        return {}
+    now, current = snapshots[-1]
+    earlier = [snapshot for snapshot in snapshots[:-1] if now - snapshot[0] >= MINUTE - 5]
+    then, past = earlier[-1] if earlier else snapshots[0]
+    over = {}
+    for name, limit in sorted(limits.items()):
+        rate = max(current.get(name, 0.0) - past.get(name, 0.0), 0.0) * MINUTE / max(now - then, MINUTE)
+        if rate > limit:
+            over[name] = (
+                f"this key is over its limit of {limit} tokens a minute (input not from the cache and output:"
+                f" {rate:.0f} in the last minute); retry after {MINUTE} s"
+            )
+    return over
 
 
 def budgets(ledger: dict, usage: dict) -> tuple[str, dict[str, str]]:
@@ -205,6 +241,7 @@ def main(argv: list[str]) -> int:
     now = datetime.datetime.now(datetime.UTC)
     valid_map, expired_map, valid, expired = maps(keys, now)
     spent: dict[str, str] = {}
+    throttled: dict[str, str] = {}
     usage = keys.get("usage")
     if usage:
         # One run at a time reads and writes the ledger (the timer's, and Ansible's).
@@ -215,22 +252,33 @@ def main(argv: list[str]) -> int:
                     ledger = json.load(f)
             except FileNotFoundError:
                 ledger = {}
-            ledger = account(ledger, {url: fetch(url) for url in usage["workers"]}, now.strftime("%Y-%m"))
+            readings = {url: fetch(url) for url in usage["workers"]}
+            ledger = account(ledger, readings, now.strftime("%Y-%m"), now.timestamp())
             replace(usage["ledger"], json.dumps(ledger, sort_keys=True) + "\n")
             textfile, spent = budgets(ledger, usage)
             replace(usage["textfile"], textfile, 0o644)
+            limits = {name: int(own["tokens_per_minute"]) for name, own in usage.get("limits", {}).items()}
+            throttled = over_tokens_per_minute(ledger, limits)
     spent_map = "".join(
         f'"{keys["developers"][name]["sha256"]}" "{message}";\n'
         for name, message in sorted(spent.items())
+        if name in keys["developers"]
+    )
+    throttled_map = "".join(
+        f'"{keys["developers"][name]["sha256"]}" "{message}";\n'
+        for name, message in sorted(throttled.items())
         if name in keys["developers"]
     )
     header = HEADER.format(path)
     changed = replace(os.path.join(keys["map_dir"], "developer-keys.map"), header + valid_map)
     changed = replace(os.path.join(keys["map_dir"], "expired-keys.map"), header + expired_map) or changed
     changed = replace(os.path.join(keys["map_dir"], "spent-keys.map"), header + spent_map) or changed
+    changed = replace(os.path.join(keys["map_dir"], "throttled-keys.map"), header + throttled_map) or changed
     if changed and "--reload" in argv[1:]:
         subprocess.run(["systemctl", "reload", "nginx"], check=True)
-    print(json.dumps({"changed": changed, "valid": valid, "expired": expired, "spent": sorted(spent)}))
+    print(json.dumps({
+        "changed": changed, "valid": valid, "expired": expired, "spent": sorted(spent), "throttled": sorted(throttled)
+    }))  # fmt: skip
     return 0
 
 

@@ -72,14 +72,14 @@ def test_the_maps_are_replaced_root_only_and_only_when_they_change(
     for changed in (True, False):
         assert program.main([str(keys)]) == 0
         assert json.loads(capsys.readouterr().out) == {
-            "changed": changed, "valid": [], "expired": ["alice"], "spent": []
+            "changed": changed, "valid": [], "expired": ["alice"], "spent": [], "throttled": []
         }  # fmt: skip
         assert (tmp_path / "developer-keys.map").stat().st_mode & 0o777 == 0o600
     assert "alice" not in (tmp_path / "developer-keys.map").read_text().split("\n", 1)[1]
     assert records["alice"]["sha256"] in (tmp_path / "expired-keys.map").read_text()
     assert ALICE not in (tmp_path / "developer-keys.map").read_text() + (tmp_path / "expired-keys.map").read_text()
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "developer-keys.map", "expired-keys.map", "keys.json", "spent-keys.map"
+        "developer-keys.map", "expired-keys.map", "keys.json", "spent-keys.map", "throttled-keys.map"
     ]  # fmt: skip
 
 
@@ -170,7 +170,7 @@ def test_a_spent_hard_budget_goes_into_the_map_and_every_budget_to_node_exporter
         served["text"] = metrics({A_IN: 5000, A_OUT: 1010})  # 4000 in + 1000 out: spent
         assert program.main([str(keys)]) == 0
         assert json.loads(capsys.readouterr().out) == {"changed": True, "valid": ["alice", "bob"], "expired": [],
-                                                       "spent": ["alice"]}  # fmt: skip
+                                                       "spent": ["alice"], "throttled": []}  # fmt: skip
         spent = (tmp_path / "spent-keys.map").read_text().split("\n", 1)[1]
         assert spent == (
             f'"{records["alice"]["sha256"]}" "alice: the monthly budget of 5000 tokens is spent (5000 tokens used in'
@@ -243,3 +243,35 @@ def test_a_budget_is_the_sites_with_the_developers_own_over_it() -> None:
     assert budgets["bob"] == {"monthly": 2000000.0, "unit": "tokens", "warn_percent": 80, "hard": True}
     assert gateway_budgets(["alice"], {}, {}, 80) == {}
     assert gateway_budget_problems(["alice", "bob"], {"monthly": 100, "unit": "usd"}, {"bob": {"hard": True}}, 80) == []
+
+
+def test_a_developer_over_their_tokens_a_minute_is_throttled_until_the_next_count(program: ModuleType) -> None:
+    """The tokens the servers computed (input not from the cache, and output) from the run a minute
+    before to this one, per minute, against each developer's limit; an Ansible run between two of the
+    timer's (20 s apart) is measured from the run a minute before it, not from the one just before."""
+    ledger = program.account({}, {"s1": metrics({A_IN: 0, B_IN: 0})}, "2026-12", 970.0)
+    assert program.over_tokens_per_minute(ledger, {"alice": 500, "bob": 500}) == {}  # one run: nothing to compare
+    # 30 s later (the ledger's first minute): bob's 600 count as a minute's
+    ledger = program.account(ledger, {"s1": metrics({A_IN: 0, B_IN: 600})}, "2026-12", 1000.0)
+    assert list(program.over_tokens_per_minute(ledger, {"alice": 500, "bob": 500})) == ["bob"]
+    ledger = program.account(ledger, {"s1": metrics({A_IN: 0, B_IN: 0})}, "2026-12", 1000.0)  # the server restarted
+    # alice: 900 input, 300 of it cached, 20 out = 620 computed; bob 400
+    ledger = program.account(
+        ledger, {"s1": metrics({A_IN: 900, A_CACHED: 300, A_OUT: 20, B_IN: 400})}, "2026-12", 1060.0
+    )
+    over = program.over_tokens_per_minute(ledger, {"alice": 500, "bob": 500})
+    assert over == {
+        "alice": "this key is over its limit of 500 tokens a minute (input not from the cache and output: 620 in the"
+        " last minute); retry after 60 s"
+    }
+    # 20 s later (a run of Ansible): from the run at 1000 to this one, 620 in 80 s is 465 a minute
+    ledger = program.account(
+        ledger, {"s1": metrics({A_IN: 900, A_CACHED: 300, A_OUT: 20, B_IN: 400})}, "2026-12", 1080.0
+    )
+    assert program.over_tokens_per_minute(ledger, {"alice": 500, "bob": 500}) == {}
+    # the next minute, nothing new: under the limit again; runs older than 5 minutes are dropped
+    ledger = program.account(
+        ledger, {"s1": metrics({A_IN: 900, A_CACHED: 300, A_OUT: 20, B_IN: 400})}, "2026-12", 1400.0
+    )
+    assert program.over_tokens_per_minute(ledger, {"alice": 500, "bob": 500}) == {}
+    assert [snapshot[0] for snapshot in ledger["snapshots"]] == [1400.0]
