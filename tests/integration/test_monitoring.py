@@ -261,7 +261,7 @@ def budget_answer(key: str) -> tuple[str, dict, str]:
 
 
 def test_a_budget_warns_and_a_hard_one_refuses_until_it_is_raised(runner: Runner, fleet: dict[str, Any]) -> None:
-    """carol has a soft budget in dollars, dave a hard one of 1 token, erin a limit of 100 tokens a
+    """carol has a soft budget in dollars, dave a hard one of 1 token, erin a limit of 10 tokens a
     minute. The gateway's ledger grows by exactly the usage their answers reported; carol's share of
     her budget warns (GLMDeveloperBudgetWarning, at the inventory's webhook) and her requests go on;
     dave's is spent: within a minute, with no run, the gateway answers him 402 (billing_error) with
@@ -271,17 +271,19 @@ def test_a_budget_warns_and_a_hard_one_refuses_until_it_is_raised(runner: Runner
     lab_limits = yaml.safe_load((lab.INVENTORY.parent / "group_vars" / "gateway.yml").read_text())[
         "gateway_developer_limits"
     ]
-    budgets = {"carol": {"monthly": 0.02, "unit": "usd", "warn_percent": 1},
-               "dave": {"monthly": 1, "unit": "tokens", "hard": True}}  # fmt: skip
-    limits = lab_limits | {"erin": {"tokens_per_minute": 100}}
-    settings = {"gateway_developers": ["laptop-1", "carol", "dave", "erin"], "gateway_developer_limits": limits,
+    # Names of their own: the ledger keeps a developer's month across runs of the tests on one lab.
+    carol, dave, erin = (f"{name}-{int(time.time())}" for name in ("carol", "dave", "erin"))
+    budgets = {carol: {"monthly": 0.02, "unit": "usd", "warn_percent": 1},
+               dave: {"monthly": 1, "unit": "tokens", "hard": True}}  # fmt: skip
+    limits = lab_limits | {erin: {"tokens_per_minute": 10}}
+    settings = {"gateway_developers": ["laptop-1", carol, dave, erin], "gateway_developer_limits": limits,
                 "gateway_developer_budgets": budgets}  # fmt: skip
     added = runner.playbook(GATEWAY_PLAYBOOK, extravars=settings)
     assert added.status == "successful", run_log(added)
     try:
         since = time.time()
         before = gateway_ledger()
-        sent = {"carol": converse("carol", 4), "dave": converse("dave", 1), "erin": converse("erin", 1)}
+        sent = {carol: converse(carol, 4), dave: converse(dave, 1), erin: converse(erin, 1)}
 
         def month(developer: str, kind: str, since_before: bool = True) -> float:
             series = f'glm_fleet_developer_month_tokens{{developer="{developer}",kind="{kind}"}}'
@@ -292,51 +294,57 @@ def test_a_budget_warns_and_a_hard_one_refuses_until_it_is_raised(runner: Runner
                        (("input", "input"), ("cached_input", "cached"), ("output", "output")))  # fmt: skip
 
         wait_for(f"the gateway's ledger to grow by {sent}", counted, timeout=75)  # its next minute's run
-        carol = {k: month("carol", k, since_before=False) for k in ("input", "cached_input", "output")}
-        cost = ((carol["input"] - carol["cached_input"]) * 0.20 + carol["cached_input"] * 0.05
-                + carol["output"] * 0.50) / 1e6  # fmt: skip
-        ratio = gateway_ledger()['glm_fleet_developer_budget_used_ratio{developer="carol",unit="usd",hard="false"}']
+        hers = {k: month(carol, k, since_before=False) for k in ("input", "cached_input", "output")}
+        cost = ((hers["input"] - hers["cached_input"]) * 0.20 + hers["cached_input"] * 0.05
+                + hers["output"] * 0.50) / 1e6  # fmt: skip
+        ratio = gateway_ledger()[
+            f'glm_fleet_developer_budget_used_ratio{{developer="{carol}",unit="usd",hard="false"}}'
+        ]
         assert ratio == round(cost / 0.02, 6)
         assert 0.01 <= ratio < 1, ratio  # over its warning, under its budget
 
         def refused() -> tuple[str, dict, str] | None:
-            answer = budget_answer(developer_key("dave"))
+            answer = budget_answer(developer_key(dave))
             return answer if answer[0] != "200" else None
 
         status, body, _after = wait_for("dave refused", refused, timeout=75)  # the run after the ledger's
-        used = month("dave", "input", since_before=False) + month("dave", "output", since_before=False)
+        used = month(dave, "input", since_before=False) + month(dave, "output", since_before=False)
         assert (status, body["error"]["type"]) == ("402", "billing_error"), body
         assert body["error"]["message"] == (
-            f"dave: the monthly budget of 1 tokens is spent ({used:.0f} tokens used in"
+            f"{dave}: the monthly budget of 1 tokens is spent ({used:.0f} tokens used in"
             f" {datetime.datetime.now(datetime.UTC):%Y-%m}); it starts anew next month,"
             " or ask your operator to raise it"
         )
-        erin = sent["erin"]
-        status, body, after = wait_for("erin throttled", lambda: (a := budget_answer(developer_key("erin")))[0] != "200"
+        theirs = sent[erin]
+        status, body, after = wait_for("erin throttled", lambda: (a := budget_answer(developer_key(erin)))[0] != "200"
                                        and a, timeout=75)  # fmt: skip
         assert (status, after, body["error"]["type"]) == ("429", "60", "rate_limit_error"), body
-        computed = erin["input"] - erin["cached"] + erin["output"]
-        assert body["error"]["message"].startswith("this key is over its limit of 100 tokens a minute (input not"
+        computed = theirs["input"] - theirs["cached"] + theirs["output"]
+        assert body["error"]["message"].startswith("this key is over its limit of 10 tokens a minute (input not"
                                                    " from the cache and output: "), body  # fmt: skip
         assert body["error"]["message"].endswith(" in the last minute); retry after 60 s"), body
-        assert computed > 100, erin
-        assert budget_answer(developer_key("carol"))[0] == "200"
+        assert computed > 10, theirs  # its conversation alone was over
+        assert budget_answer(developer_key(carol))[0] == "200"
         assert budget_answer(developer_key("laptop-1"))[0] == "200"
 
         warned = wait_for(
             "carol's budget warning at the webhook",
-            lambda: [n for n in notifications(since, "GLMDeveloperBudgetWarning", "") if n["status"] == "firing"],
+            lambda: [
+                n
+                for n in notifications(since, "GLMDeveloperBudgetWarning", "")
+                if n["status"] == "firing" and n["groupLabels"].get("developer") == carol
+            ],
             timeout=30,
         )
-        assert [a["labels"]["developer"] for a in warned[0]["alerts"]] == ["carol"]
-        assert firing("GLMDeveloperBudgetSpent", developer="dave")
-        assert not firing("GLMDeveloperBudgetWarning", developer="dave")
+        assert [a["labels"]["developer"] for a in warned[0]["alerts"]] == [carol]
+        assert firing("GLMDeveloperBudgetSpent", developer=dave)
+        assert not firing("GLMDeveloperBudgetWarning", developer=dave)
 
-        raised = budgets | {"dave": {"monthly": 10**9, "unit": "tokens", "hard": True}}
+        raised = budgets | {dave: {"monthly": 10**9, "unit": "tokens", "hard": True}}
         again = runner.playbook(GATEWAY_PLAYBOOK, extravars=settings | {"gateway_developer_budgets": raised})
         assert again.status == "successful", run_log(again)
-        assert budget_answer(developer_key("dave"))[0] == "200"  # at once: the run rewrote the map
-        wait_for("erin served at the next minute's count", lambda: budget_answer(developer_key("erin"))[0] == "200",
+        assert budget_answer(developer_key(dave))[0] == "200"  # at once: the run rewrote the map
+        wait_for("erin served at the next minute's count", lambda: budget_answer(developer_key(erin))[0] == "200",
                  timeout=75)  # fmt: skip
     finally:
         removed = runner.playbook(GATEWAY_PLAYBOOK)
