@@ -20,6 +20,9 @@ description:
     output within the fleet's context length), the requests per client, the prices and the per-user speed (positive
     numbers), the targets (C(http) or C(https) URLs with a host of their own) and the key (present, no control
     character, as it goes into an HTTP header).
+  - Checks the profiles (C(synthetic), C(claude_code), at least one, none twice) and, with C(claude_code), its
+    levels, its sizes (whole numbers) and that a conversation's last request (the system prompt, the context, every
+    turn and every answer before it) plus its answer fits the fleet's context length.
   - Values are shown JSON-escaped; the key never is.
 author:
   - glm.fleet contributors (@glm-fleet)
@@ -56,14 +59,55 @@ def _positive(value: Any) -> float | None:
     return float(text) if NUMBER.fullmatch(text) and float(text) > 0 else None
 
 
-def _size_problems(s: dict) -> list[str]:
-    problems = []
-    levels = s.get("bench_serving_concurrency")
+PROFILES = ("synthetic", "claude_code")
+CONVERSATION = ("turns", "system_tokens", "context_tokens", "turn_tokens", "output_tokens", "sessions_per_client")
+
+
+def _levels_problem(name: str, levels: Any) -> list[str]:
     counts = [_whole(v) for v in levels] if isinstance(levels, list) else []
     if not counts or None in counts or max(c or 0 for c in counts) > 4096 or len(set(counts)) != len(counts):
-        problems.append(
-            "bench_serving_concurrency must be a list of distinct whole numbers 1-4096; got: " + json.dumps(levels)
-        )
+        return [f"{name} must be a list of distinct whole numbers 1-4096; got: " + json.dumps(levels)]
+    return []
+
+
+def _conversation_problems(s: dict) -> list[str]:
+    """Claude Code's shape: its levels, its sizes, and its longest request within the context."""
+    profiles = s.get("bench_serving_profiles")
+    if (
+        not isinstance(profiles, list)
+        or not profiles
+        or any(p not in PROFILES for p in profiles)
+        or len(set(profiles)) != len(profiles)
+    ):
+        return [
+            f"bench_serving_profiles must list synthetic, claude_code or both, each once; got: {json.dumps(profiles)}"
+        ]
+    if "claude_code" not in profiles:
+        return []
+    problems = _levels_problem("bench_serving_claude_code_concurrency", s.get("bench_serving_claude_code_concurrency"))
+    sizes = {}
+    for field in CONVERSATION:
+        name = f"bench_serving_claude_code_{field}"
+        sizes[field] = _whole(s.get(name))
+        if sizes[field] is None:
+            problems.append(f"{name} must be a whole number above 0; got: {json.dumps(s.get(name))}")
+    context = _whole(s.get("context_length"))
+    if context and None not in sizes.values():
+        turns = sizes["turns"]
+        last = sizes["system_tokens"] + sizes["context_tokens"] + turns * sizes["turn_tokens"]
+        last += (turns - 1) * sizes["output_tokens"]
+        if last + sizes["output_tokens"] > context:
+            problems.append(
+                f"a conversation's last request of bench_serving_claude_code_* ({sizes['system_tokens']} + "
+                f"{sizes['context_tokens']} + {turns} x {sizes['turn_tokens']} + {turns - 1} x "
+                f"{sizes['output_tokens']} = {last} tokens) plus its answer ({sizes['output_tokens']}) exceeds the "
+                f"fleet's context length, deployment_context_length ({context}): the servers would refuse it"
+            )
+    return problems
+
+
+def _size_problems(s: dict) -> list[str]:
+    problems = _levels_problem("bench_serving_concurrency", s.get("bench_serving_concurrency"))
     lengths = {}
     for name in ("bench_serving_input_tokens", "bench_serving_output_tokens", "bench_serving_requests_per_client"):
         lengths[name] = _whole(s.get(name))
@@ -86,9 +130,11 @@ def _price_problems(s: dict) -> list[str]:
         if _positive(s.get(name)) is None
     ]
     hosted = s.get("bench_serving_hosted")
-    if not isinstance(hosted, dict) or any(_positive(hosted.get(k)) is None for k in ("input", "output")):
+    if not isinstance(hosted, dict) or any(
+        _positive(hosted.get(k)) is None for k in ("input", "cached_input", "output")
+    ):
         problems.append(
-            "bench_serving_hosted must hold input and output prices ($ per 1M tokens, positive); got: "
+            "bench_serving_hosted must hold input, cached_input and output prices ($ per 1M tokens, positive); got: "
             + json.dumps(hosted)
         )
     return problems
@@ -116,7 +162,12 @@ def _target_problems(s: dict) -> list[str]:
 
 
 def bench_problems(settings: dict) -> list:
-    return _size_problems(settings) + _price_problems(settings) + _target_problems(settings)
+    return (
+        _size_problems(settings)
+        + _conversation_problems(settings)
+        + _price_problems(settings)
+        + _target_problems(settings)
+    )
 
 
 class FilterModule:

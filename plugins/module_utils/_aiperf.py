@@ -34,11 +34,18 @@ def level_config(
     tokenizer: str,
     artifacts: str,
     with_key: bool,
+    sessions: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
     """AIPerf's configuration (its `benchmark:` envelope) for one closed-loop level: `concurrency`
     streams of chat completions, `requests` in all, each `isl` prompt tokens (AIPerf's count, before
     the chat template) and exactly `osl` output tokens (SGLang's ignore_eos), token counts from the
-    server's usage, round-robin over `urls`."""
+    server's usage, round-robin over `urls`.
+
+    With `sessions` ({count, turns, system, context}), the level is `count` conversations instead,
+    `concurrency` at a time, each `turns` requests in order: a system prompt of `system` tokens that
+    every conversation shares, `context` tokens of the conversation's own, then turns of `isl`
+    tokens each, every turn sending the whole conversation so far with the server's own answers
+    (AIPerf's multi-turn synthetic dataset, whose history carries the live responses)."""
     endpoint: dict[str, Any] = {
         "urls": list(urls),
         "type": "chat",
@@ -49,18 +56,27 @@ def level_config(
     }
     if with_key:
         endpoint["api_key"] = "${" + KEY_VARIABLE + "}"
+    dataset: dict[str, Any] = {
+        "name": "main", "type": "synthetic", "entries": requests, "random_seed": seed,
+        "prompts": {"isl": {"mean": isl, "stddev": 0}, "osl": {"mean": osl, "stddev": 0}},
+    }  # fmt: skip
+    phase: dict[str, Any] = {"name": "profiling", "kind": "profiling", "type": "concurrency",
+                             "requests": requests, "concurrency": concurrency}  # fmt: skip
+    if sessions:
+        dataset.update(
+            entries=sessions["count"],
+            prefix_prompts={"shared_system_length": sessions["system"], "user_context_length": sessions["context"]},
+            turns={"mean": sessions["turns"], "stddev": 0},
+            turn_delay={"mean": 0, "stddev": 0},
+        )
+        del phase["requests"]
+        phase["sessions"] = sessions["count"]
     return {
         "benchmark": {
             "models": [model],
             "endpoint": endpoint,
-            "datasets": [{
-                "name": "main", "type": "synthetic", "entries": requests, "random_seed": seed,
-                "prompts": {"isl": {"mean": isl, "stddev": 0}, "osl": {"mean": osl, "stddev": 0}},
-            }],
-            "phases": [{
-                "name": "profiling", "kind": "profiling", "type": "concurrency",
-                "requests": requests, "concurrency": concurrency,
-            }],
+            "datasets": [dataset],
+            "phases": [phase],
             "artifacts": {"dir": artifacts, "auto_plot": False, "plot_required": False},
             "tokenizer": {"name": tokenizer},
             "gpu_telemetry": {"enabled": False},
@@ -114,7 +130,10 @@ def sample(record: Mapping[str, Any]) -> dict[str, Any]:
         "latency": _ms(metrics, "request_latency"),
         "itl": [gap / 1000 for gap in metrics.get("inter_chunk_latency", {}).get("value", [])],
         "input_tokens": int(metrics["usage_prompt_tokens"]["value"]),
+        "cached_tokens": int(metrics.get("usage_prompt_cache_read_tokens", {}).get("value") or 0),
         "output_tokens": int(metrics["usage_completion_tokens"]["value"]),
+        "session": meta.get("conversation_id"),
+        "turn": int(meta.get("turn_index") or 0),
     }
 
 
@@ -133,12 +152,20 @@ def samples(lines: Iterable[str]) -> list[dict[str, Any]]:
 def span(level: Sequence[Mapping[str, Any]], concurrency: int) -> tuple[float, tuple[float, float]]:
     """The level's duration (first request sent to last answer done) and the window in which every
     client was busy: a closed loop of `concurrency` clients sends its last request at the
-    (requests - concurrency)-th answer, so from the next answer on, fewer clients are busy."""
+    (requests - concurrency)-th answer, so from the next answer on, fewer clients are busy. With
+    conversations (samples with a `session`), a client is idle from the moment a conversation ends
+    and none is left to start: the (conversations - concurrency)-th conversation's last answer."""
     if not level:
         return 0.0, (0.0, 0.0)
     begin = min(s["start"] for s in level)
     ends = sorted(s.get("end", s["start"]) for s in level)
-    idle = ends[max(0, len(ends) - concurrency)]
+    units = ends
+    if any(s.get("session") is not None for s in level):
+        last: dict[Any, float] = {}
+        for s in level:
+            last[s.get("session")] = max(last.get(s.get("session"), 0.0), s.get("end", s["start"]))
+        units = sorted(last.values())
+    idle = units[max(0, len(units) - concurrency)]
     return ends[-1] - begin, (begin, idle)
 
 

@@ -73,6 +73,7 @@ def level_metrics(
     done = [s for s in samples if s.get("ok")]
     output = sum(int(s["output_tokens"]) for s in done)
     inputs = sum(int(s["input_tokens"]) for s in done)
+    cached = sum(int(s.get("cached_tokens") or 0) for s in done)
     tpots = [(s["latency"] - s["ttft"]) / (s["output_tokens"] - 1) for s in done if s["output_tokens"] > 1]
     itls = [gap for s in done for gap in s.get("itl", [])]
     tpot = _ms(tpots)
@@ -85,11 +86,14 @@ def level_metrics(
         "first_error": errors[0] if errors else None,
         "duration_s": round(duration, 3),
         "input_tokens": inputs,
+        "cached_input_tokens": cached,
         "output_tokens": output,
+        "cached_input_share": round(cached / inputs, 4) if inputs else 0.0,
         "mean_input_tokens": round(inputs / len(done), 1) if done else 0.0,
         "mean_output_tokens": round(output / len(done), 1) if done else 0.0,
         "request_throughput": round(len(done) / duration, 3) if duration > 0 else 0.0,
         "input_throughput": round(inputs / duration, 2) if duration > 0 else 0.0,
+        "cached_input_throughput": round(cached / duration, 2) if duration > 0 else 0.0,
         "output_throughput": round(output / duration, 2) if duration > 0 else 0.0,
         "busy_output_throughput": round(busy_throughput(samples, window), 2) if window else None,
         "per_user_tps": round(1000 / tpot["p50"], 2) if tpot["p50"] > 0 else 0.0,
@@ -97,7 +101,26 @@ def level_metrics(
         "itl_ms": _ms(itls),
         "tpot_ms": tpot,
         "e2e_ms": _ms(s["latency"] for s in done),
+        **({"turns": by_turn(done)} if any("turn" in s for s in done) else {}),
     }
+
+
+def by_turn(done: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Conversations' requests by their place in the conversation: how the prompt grows and how
+    much of it the server found cached, turn by turn (the first turn is 0)."""
+    turns: dict[int, list[Mapping[str, Any]]] = {}
+    for s in done:
+        turns.setdefault(int(s.get("turn") or 0), []).append(s)
+    return [
+        {
+            "turn": turn,
+            "requests": len(group),
+            "mean_input_tokens": round(_mean([s["input_tokens"] for s in group]), 1),
+            "mean_cached_input_tokens": round(_mean([s.get("cached_tokens") or 0 for s in group]), 1),
+            "ttft_ms_p50": round(percentile([s["ttft"] for s in group], 50) * 1000, 2),
+        }
+        for turn, group in sorted(turns.items())
+    ]
 
 
 def operating_point(levels: Sequence[Mapping[str, Any]], min_user_tps: float) -> Mapping[str, Any] | None:
@@ -108,20 +131,30 @@ def operating_point(levels: Sequence[Mapping[str, Any]], min_user_tps: float) ->
 
 
 def cost(point: Mapping[str, Any], gpus: int, gpu_hour_usd: float, hosted: Mapping[str, float]) -> dict[str, Any]:
-    """$ per 1M tokens at an operating point, with the fleet busy all hour.
+    """$ per 1M tokens at an operating point, with the fleet busy all hour, at the point's own mix
+    of input the servers computed, input they found in their prefix cache, and output.
 
     - output_only: the whole hour's cost charged to output tokens;
-    - output and input: the hour's cost split in the hosted price list's input:output ratio, so the
-      two are comparable line by line with `hosted` (its `input` and `output`, $ per 1M);
+    - output, input and cached input: the hour's cost split in the hosted price list's ratios
+      (`hosted`'s `input`, `cached_input` and `output`, $ per 1M), so that each compares with
+      the hosted price line by line;
     - break_even_utilisation: the share of this capacity a team must use for the hosted bill of the
       same tokens to equal the fleet's cost (above 1: the hosted service is cheaper at any load).
     """
     hourly = gpus * gpu_hour_usd
     out_hour = point["output_throughput"] * 3600
-    in_hour = point["input_throughput"] * 3600
+    cached_hour = point.get("cached_input_throughput", 0.0) * 3600
+    fresh_hour = point["input_throughput"] * 3600 - cached_hour
     ratio = hosted["input"] / hosted["output"]
-    output = hourly / (out_hour + ratio * in_hour) * 1e6 if out_hour else math.inf
-    hosted_hour = (out_hour * hosted["output"] + in_hour * hosted["input"]) / 1e6
+    cached_ratio = hosted.get("cached_input", hosted["input"]) / hosted["output"]
+    weighted = out_hour + ratio * fresh_hour + cached_ratio * cached_hour
+    output = hourly / weighted * 1e6 if weighted else math.inf
+    hosted_hour = (
+        out_hour * hosted["output"]
+        + fresh_hour * hosted["input"]
+        + cached_hour * hosted.get("cached_input", hosted["input"])
+    ) / 1e6
+    tokens = out_hour + fresh_hour + cached_hour
     return {
         "gpus": gpus,
         "gpu_hour_usd": gpu_hour_usd,
@@ -129,12 +162,20 @@ def cost(point: Mapping[str, Any], gpus: int, gpu_hour_usd: float, hosted: Mappi
         "concurrency": point["concurrency"],
         "output_throughput": point["output_throughput"],
         "input_throughput": point["input_throughput"],
+        "cached_input_throughput": point.get("cached_input_throughput", 0.0),
         "per_user_tps": point["per_user_tps"],
+        "mix": {
+            "input": round(fresh_hour / tokens, 4) if tokens else 0.0,
+            "cached_input": round(cached_hour / tokens, 4) if tokens else 0.0,
+            "output": round(out_hour / tokens, 4) if tokens else 0.0,
+        },
         "usd_per_1m_output_only": round(hourly / out_hour * 1e6, 4) if out_hour else None,
         "usd_per_1m_output": round(output, 4),
         "usd_per_1m_input": round(output * ratio, 4),
+        "usd_per_1m_cached_input": round(output * cached_ratio, 4),
         "hosted_usd_per_1m_output": hosted["output"],
         "hosted_usd_per_1m_input": hosted["input"],
+        "hosted_usd_per_1m_cached_input": hosted.get("cached_input", hosted["input"]),
         "hosted_hour_usd_at_capacity": round(hosted_hour, 4),
         "break_even_utilisation": round(hourly / hosted_hour, 4) if hosted_hour else None,
     }

@@ -19,7 +19,7 @@ import ssl
 import threading
 import time
 import urllib.parse
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 WORDS = [
     "fleet",
@@ -111,10 +111,11 @@ def prompt(words: int, seed: int) -> str:
     return " ".join(rng.choice(WORDS) for _word in range(max(words, 1)))
 
 
-def body(model: str, text: str, max_tokens: int) -> bytes:
+def body(model: str, messages: str | list[dict[str, str]], max_tokens: int) -> bytes:
+    """A streamed chat completion's body: one user message (a text), or a conversation."""
     return json.dumps({
         "model": model,
-        "messages": [{"role": "user", "content": text}],
+        "messages": [{"role": "user", "content": messages}] if isinstance(messages, str) else messages,
         "max_tokens": max_tokens,
         "ignore_eos": True,
         "temperature": 0,
@@ -124,16 +125,22 @@ def body(model: str, text: str, max_tokens: int) -> bytes:
 
 
 def stream_chat(
-    target: Target, model: str, text: str, max_tokens: int, clock: Callable[[], float] = time.perf_counter
+    target: Target,
+    model: str,
+    messages: str | list[dict[str, str]],
+    max_tokens: int,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> dict[str, Any]:
-    """One streamed chat completion, timed: ok, error, input_tokens, output_tokens, ttft, latency, itl."""
-    sample: dict[str, Any] = {"ok": False, "error": None, "input_tokens": 0, "output_tokens": 0,
-                              "ttft": 0.0, "latency": 0.0, "itl": [], "target": target.url}  # fmt: skip
+    """One streamed chat completion, timed: ok, error, input_tokens, cached_tokens (the input the
+    server found in its prefix cache, SGLang's --enable-cache-report), output_tokens, ttft, latency,
+    itl, and text (the answer's content, which a conversation's next turn sends back)."""
+    sample: dict[str, Any] = {"ok": False, "error": None, "input_tokens": 0, "cached_tokens": 0, "output_tokens": 0,
+                              "ttft": 0.0, "latency": 0.0, "itl": [], "target": target.url, "text": ""}  # fmt: skip
     conn = target.connection()
     start = clock()
     sample["start"] = start
     try:
-        conn.request("POST", target.path, body=body(model, text, max_tokens), headers=target.headers())
+        conn.request("POST", target.path, body=body(model, messages, max_tokens), headers=target.headers())
         resp = conn.getresponse()
         if resp.status != 200:
             sample["error"] = f"HTTP {resp.status}: {resp.read(300).decode(errors='replace').strip()}"
@@ -141,6 +148,7 @@ def stream_chat(
         last = 0.0
         chunks = 0
         usage: dict[str, Any] = {}
+        text: list[str] = []
         while True:
             line = resp.readline()
             if not line:
@@ -157,6 +165,7 @@ def stream_chat(
             usage = event.get("usage") or usage
             choices = event.get("choices") or []
             delta = (choices[0].get("delta") or {}) if choices else {}
+            text.append(delta.get("content") or "")
             # A thinking model (GLM-5.3 under --reasoning-parser) streams its first tokens as
             # reasoning_content: they are tokens, and the first of them is the time to first token.
             if delta.get("content") or delta.get("reasoning_content"):
@@ -171,9 +180,7 @@ def stream_chat(
         if not chunks:
             sample["error"] = "the stream ended without a token"
             return sample
-        sample["output_tokens"] = int(usage.get("completion_tokens") or chunks)
-        sample["input_tokens"] = int(usage.get("prompt_tokens") or 0)
-        sample["ok"] = True
+        sample.update(_counts(usage, chunks), text="".join(text), ok=True)
         return sample
     except (OSError, http.client.HTTPException, ValueError) as err:
         sample["error"] = f"{type(err).__name__}: {err}"
@@ -181,6 +188,15 @@ def stream_chat(
         return sample
     finally:
         conn.close()
+
+
+def _counts(usage: dict[str, Any], chunks: int) -> dict[str, int]:
+    """A stream's token counts from its usage (the chunks, when the server sent no usage)."""
+    return {
+        "output_tokens": int(usage.get("completion_tokens") or chunks),
+        "input_tokens": int(usage.get("prompt_tokens") or 0),
+        "cached_tokens": int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0),
+    }
 
 
 def words_for(targets: Sequence[Target], model: str, input_tokens: int) -> tuple[int, dict[str, float]]:
@@ -203,16 +219,17 @@ def words_for(targets: Sequence[Target], model: str, input_tokens: int) -> tuple
     }
 
 
-def run_level(
-    targets: Sequence[Target], model: str, *, concurrency: int, requests: int, words: int, max_tokens: int, seed: int
+def closed_loop(
+    concurrency: int, units: int, work: Callable[[int], list[dict[str, Any]]]
 ) -> tuple[list[dict[str, Any]], float, tuple[float, float]]:
-    """`requests` requests, `concurrency` at a time, spread over the targets in turn. Returns the
-    samples, the level's duration (first request sent to last answer done) and the window in which
-    every client was busy (from the start to the moment the first client ran out of requests)."""
+    """`units` pieces of work (a request, or a conversation), `concurrency` clients each taking the
+    next as soon as its last is done. Returns the samples, the level's duration (first request sent
+    to last answer done) and the window in which every client was busy (from the start to the
+    moment the first client found no work left)."""
     samples: list[dict[str, Any]] = []
     finished: list[float] = []
     lock = threading.Lock()
-    counter = iter(range(requests))
+    counter = iter(range(units))
 
     def client() -> None:
         while True:
@@ -222,15 +239,78 @@ def run_level(
                 with lock:
                     finished.append(time.perf_counter())
                 return
-            target = targets[index % len(targets)]
-            result = stream_chat(target, model, prompt(words, seed + index), max_tokens)
+            results = work(index)
             with lock:
-                samples.append(result)
+                samples.extend(results)
 
-    threads = [threading.Thread(target=client, daemon=True) for _client in range(min(concurrency, requests))]
+    threads = [threading.Thread(target=client, daemon=True) for _client in range(min(concurrency, units))]
     start = time.perf_counter()
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     return samples, time.perf_counter() - start, (start, min(finished, default=start))
+
+
+def run_level(
+    targets: Sequence[Target], model: str, *, concurrency: int, requests: int, words: int, max_tokens: int, seed: int
+) -> tuple[list[dict[str, Any]], float, tuple[float, float]]:
+    """`requests` requests, `concurrency` at a time, spread over the targets in turn (closed_loop)."""
+
+    def request(index: int) -> list[dict[str, Any]]:
+        result = stream_chat(targets[index % len(targets)], model, prompt(words, seed + index), max_tokens)
+        result.pop("text")
+        return [result]
+
+    return closed_loop(concurrency, requests, request)
+
+
+def conversation_opening(words: Mapping[str, int], session: int, seed: int) -> list[dict[str, str]]:
+    """A Claude-Code-shaped session's first request: the system prompt every session shares (Claude
+    Code's own, with its tools), the session's own context (the project's instructions, the first
+    files read) and its first turn, each of `words[...]` words."""
+    return [
+        {"role": "system", "content": prompt(words["system"], seed=seed)},
+        {"role": "user", "content": prompt(words["context"], seed=seed + 1 + 2 * session)},
+        {"role": "user", "content": prompt(words["turn"], seed=seed + 2 + 2 * session)},
+    ]
+
+
+def run_sessions(
+    targets: Sequence[Target],
+    model: str,
+    *,
+    concurrency: int,
+    sessions: int,
+    turns: int,
+    words: Mapping[str, int],
+    max_tokens: int,
+    seed: int,
+) -> tuple[list[dict[str, Any]], float, tuple[float, float]]:
+    """`sessions` conversations, `concurrency` at a time (closed_loop), each `turns` requests in
+    order: every turn sends the whole conversation so far (the shared system prompt, the session's
+    context, every earlier turn and the answers the server gave) plus a new turn of `words["turn"]`
+    words, as Claude Code does. A session's requests go to one target (a conversation stays where its
+    prefix is cached); sessions are spread over the targets in turn. Each sample has its `session`
+    and `turn`."""
+
+    def conversation(index: int) -> list[dict[str, Any]]:
+        target = targets[index % len(targets)]
+        messages = conversation_opening(words, index, seed)
+        results = []
+        for turn in range(turns):
+            result = stream_chat(target, model, messages, max_tokens)
+            result.update(session=index, turn=turn)
+            results.append(result)
+            if not result["ok"]:
+                break  # a conversation does not go on past a failed turn
+            messages = [
+                *messages,
+                {"role": "assistant", "content": result.pop("text")},
+                {"role": "user", "content": prompt(words["turn"], seed=seed + 3 + 2 * sessions + index * turns + turn)},
+            ]
+        for result in results:
+            result.pop("text", None)
+        return results
+
+    return closed_loop(concurrency, sessions, conversation)

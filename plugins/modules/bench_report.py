@@ -73,6 +73,13 @@ options:
         tokens.
     type: dict
     required: true
+  claude_code:
+    description:
+      - The Claude Code profile's measurement (C(glm.fleet.serving_bench) with C(profile=claude_code)), C(benchmark)
+        (its shape, C(turns), C(system_tokens), C(context_tokens), C(turn_tokens), C(output_tokens),
+        C(sessions_per_client)), C(levels) and C(calibration), reported beside the synthetic profile's O(levels), with
+        its own cost at its own mix of input, cached input and output.
+    type: dict
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - glm.fleet.attributes
@@ -119,6 +126,10 @@ cost:
   description: The $ per 1M tokens at the operating point, or null when no level is fast enough.
   returned: always
   type: dict
+claude_code_cost:
+  description: The same for the Claude Code profile, at its own mix; null without it or when no level is fast enough.
+  returned: always
+  type: dict
 recipe_comparison:
   description: The recipe's headline figures against the measured ones.
   returned: always
@@ -144,9 +155,14 @@ from ansible_collections.glm.fleet.plugins.module_utils._files import file_diff,
 HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 
 
+def profile_cost(p: dict, levels: list) -> dict | None:
+    point = operating_point(levels, p["cost_min_user_tps"])
+    return cost(point, p["gpus"], p["gpu_hour_usd"], p["hosted"]) if point else None
+
+
 def build(p: dict) -> dict:
     levels = p["levels"]
-    point = operating_point(levels, p["cost_min_user_tps"])
+    claude = p["claude_code"]
     return {
         "model": p["model"],
         "targets": p["targets"],
@@ -159,7 +175,12 @@ def build(p: dict) -> dict:
         "recipe_comparison": recipe_comparison(levels, p["recipe"], p["gpus"]),
         "hosted": p["hosted"],
         "cost_min_user_tps": p["cost_min_user_tps"],
-        "cost": cost(point, p["gpus"], p["gpu_hour_usd"], p["hosted"]) if point else None,
+        "cost": profile_cost(p, levels),
+        **(
+            {"claude_code": {**claude, "cost": profile_cost(p, claude.get("levels") or [])}}
+            if claude is not None
+            else {}
+        ),
     }
 
 
@@ -189,6 +210,7 @@ def main() -> None:
             "gpu_hour_usd": {"type": "float", "required": True},
             "cost_min_user_tps": {"type": "float", "required": True},
             "hosted": {"type": "dict", "required": True},
+            "claude_code": {"type": "dict"},
         },
         supports_check_mode=True,
     )
@@ -215,6 +237,7 @@ def main() -> None:
             changed = write(os.path.join(dest, name), data) or changed
     module.exit_json(
         changed=changed if not module.check_mode else bool(diffs), files=files, cost=report["cost"],
+        claude_code_cost=report.get("claude_code", {}).get("cost"),
         recipe_comparison=report["recipe_comparison"], summary=summary(report),
         **({"diff": diffs} if module._diff else {}),
     )  # fmt: skip

@@ -18,6 +18,12 @@ description:
     definitions of SGLang's own benchmark (C(sglang/benchmark/serving.py)).
   - Prompts are random word sequences sized from the server's own count of two probe prompts, so
     that none shares a cached prefix; token counts come from the stream's usage.
+  - With O(profile=claude_code), each client holds conversations shaped as Claude Code's are instead, one after
+    the other, O(requests_per_client) each, with a system prompt of O(system_tokens) that every conversation shares,
+    O(context_tokens) of the conversation's own, then O(turns) requests, each adding O(input_tokens) and sending
+    the whole conversation so far with the server's own answers of O(output_tokens). The servers' prefix cache
+    serves most of each prompt, as it does for Claude Code; the figures add the cached input the servers reported
+    and each turn's prompt and cache.
   - Sends load and changes nothing. In check mode it sends nothing.
 author:
   - glm.fleet contributors (@glm-fleet)
@@ -43,15 +49,43 @@ options:
     elements: int
     required: true
   input_tokens:
-    description: Prompt length of every request, in the server's tokens (chat template included).
+    description:
+      - Prompt length of every request, in the server's tokens (chat template included).
+      - With O(profile=claude_code), the tokens each turn adds (the tool results and the message), in the model's
+        tokenizer's count of the text.
     type: int
     required: true
+  profile:
+    description:
+      - C(synthetic) sends independent requests of fixed lengths.
+      - C(claude_code) sends conversations that grow a long shared prefix (see O(turns), O(system_tokens),
+        O(context_tokens)); O(requests_per_client) is then the conversations each client holds at a level.
+    type: str
+    choices: [synthetic, claude_code]
+    default: synthetic
+  turns:
+    description: Requests in each conversation (with O(profile=claude_code)).
+    type: int
+    default: 8
+  system_tokens:
+    description:
+      - The system prompt every conversation shares, in the model's tokenizer's count (with O(profile=claude_code)).
+    type: int
+    default: 12000
+  context_tokens:
+    description:
+      - The opening context of each conversation, its own, in the model's tokenizer's count (with
+        O(profile=claude_code)).
+    type: int
+    default: 4000
   output_tokens:
     description: Output length of every request, in tokens.
     type: int
     required: true
   requests_per_client:
-    description: Requests each client sends at a level (a level sends concurrency x this many).
+    description:
+      - Requests each client sends at a level (a level sends concurrency x this many); with O(profile=claude_code),
+        conversations.
     type: int
     default: 4
   request_timeout:
@@ -59,9 +93,10 @@ options:
     type: float
     default: 600
   seed:
-    description: Seed of the prompts' words.
+    description:
+      - Seed of the prompts' words. By default a new one each run (reported in RV(calibration)), so that no prompt
+        of a run finds another run's prompt in the servers' prefix cache; set it to send the same prompts again.
     type: int
-    default: 0
   load_generator:
     description:
       - C(aiperf) runs NVIDIA's AIPerf (C(aiperf profile)) for each level, a closed loop of O(concurrency) streams
@@ -125,7 +160,10 @@ levels:
       C(first_error), C(duration_s), C(output_throughput), C(busy_output_throughput) (while every
       client was busy, without the ramp-down of the level's last requests), C(input_throughput),
       C(request_throughput), C(per_user_tps), C(mean_input_tokens), C(mean_output_tokens) and
-      C(ttft_ms), C(itl_ms), C(tpot_ms), C(e2e_ms) (each C(mean), C(p50), C(p90), C(p95), C(p99)).
+      C(ttft_ms), C(itl_ms), C(tpot_ms), C(e2e_ms) (each C(mean), C(p50), C(p90), C(p95), C(p99)), and the input the
+      servers found in their prefix cache (C(cached_input_tokens), C(cached_input_throughput), C(cached_input_share)).
+    - With O(profile=claude_code), also C(turns), per place in the conversation, its C(requests),
+      C(mean_input_tokens), C(mean_cached_input_tokens) and C(ttft_ms_p50).
     - With O(load_generator=aiperf), also C(aiperf), AIPerf's own figures for the level as a cross-check
       (C(output_throughput), C(per_user_tps_p50), C(ttft_p50_ms)).
   returned: success
@@ -134,7 +172,8 @@ levels:
 calibration:
   description:
     - How the prompts were sized (C(words), C(tokens_per_word), C(template_tokens)), and by which load generator
-      (C(load_generator), for AIPerf with its version and the prompt length it was given, C(aiperf_isl)).
+      (C(load_generator), for AIPerf with its version and the prompt length it was given, C(aiperf_isl)), the
+      C(profile) and the C(seed) of the prompts.
   returned: success
   type: dict
 failed_requests:
@@ -151,7 +190,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.glm.fleet.plugins.module_utils import _aiperf
 from ansible_collections.glm.fleet.plugins.module_utils._bench_metrics import level_metrics
-from ansible_collections.glm.fleet.plugins.module_utils._serving_load import Target, run_level, words_for
+from ansible_collections.glm.fleet.plugins.module_utils._serving_load import Target, run_level, run_sessions, words_for
 
 
 def aiperf_levels(module: AnsibleModule, isl: int) -> tuple[list[dict[str, Any]], str]:
@@ -160,14 +199,17 @@ def aiperf_levels(module: AnsibleModule, isl: int) -> tuple[list[dict[str, Any]]
     version = "unknown"
     env = _aiperf.environment(os.environ, p["api_key"], p["ca_file"])
     levels = []
+    conversations = p["profile"] == "claude_code"
     for concurrency in p["concurrency"]:
-        artifacts = os.path.join(p["artifacts_dir"], f"concurrency-{concurrency}")
+        artifacts = os.path.join(p["artifacts_dir"], p["profile"], f"concurrency-{concurrency}")
         _aiperf.prepare(artifacts)
+        sessions = {"count": concurrency * p["requests_per_client"], "turns": p["turns"],
+                    "system": p["system_tokens"], "context": p["context_tokens"]}  # fmt: skip
         config = _aiperf.level_config(
             urls=p["targets"], model=p["model"], concurrency=concurrency,
             requests=concurrency * p["requests_per_client"], isl=isl, osl=p["output_tokens"],
             timeout=p["request_timeout"], seed=p["seed"] + len(levels), tokenizer=p["tokenizer"],
-            artifacts=artifacts, with_key=bool(p["api_key"]),
+            artifacts=artifacts, with_key=bool(p["api_key"]), sessions=sessions if conversations else None,
         )  # fmt: skip
         config_file = os.path.join(artifacts, "aiperf.yaml")
         with open(os.open(config_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as f:
@@ -199,7 +241,11 @@ def main() -> None:
             "output_tokens": {"type": "int", "required": True, "no_log": False},
             "requests_per_client": {"type": "int", "default": 4},
             "request_timeout": {"type": "float", "default": 600},
-            "seed": {"type": "int", "default": 0},
+            "seed": {"type": "int"},
+            "profile": {"type": "str", "choices": ["synthetic", "claude_code"], "default": "synthetic"},
+            "turns": {"type": "int", "default": 8},
+            "system_tokens": {"type": "int", "default": 12000, "no_log": False},
+            "context_tokens": {"type": "int", "default": 4000, "no_log": False},
             "load_generator": {"type": "str", "choices": ["aiperf", "builtin"], "default": "builtin"},
             "aiperf": {"type": "path"},
             "tokenizer": {"type": "path"},
@@ -211,27 +257,48 @@ def main() -> None:
     p = module.params
     if module.check_mode:
         module.exit_json(changed=False, levels=[], calibration={}, failed_requests=0)
+    if p["seed"] is None:
+        p["seed"] = int.from_bytes(os.urandom(3), "big")
     targets = [Target(url, p["api_key"], p["ca_file"], p["request_timeout"]) for url in p["targets"]]
     try:
         words, calibration = words_for(targets, p["model"], p["input_tokens"])
     except RuntimeError as err:
         module.fail_json(msg=f"serving benchmark: {err}")
+    conversations = p["profile"] == "claude_code"
     if p["load_generator"] == "aiperf":
-        # AIPerf counts a prompt's tokens before the chat template; the server counts them with it.
-        calibration["aiperf_isl"] = max(1, p["input_tokens"] - round(calibration["template_tokens"]))
-        levels, generator = aiperf_levels(module, int(calibration["aiperf_isl"]))
+        # AIPerf counts a prompt's tokens before the chat template; the server counts them with it. A
+        # conversation's parts are counted as the tokenizer counts their text, so AIPerf takes them as they are.
+        isl = p["input_tokens"] if conversations else max(1, p["input_tokens"] - round(calibration["template_tokens"]))
+        calibration["aiperf_isl"] = isl
+        levels, generator = aiperf_levels(module, int(isl))
     else:
         levels, generator = [], "builtin"
+        per_word = calibration["tokens_per_word"]
+        parts = {name: max(1, round(p[option] / per_word)) for name, option in
+                 (("system", "system_tokens"), ("context", "context_tokens"), ("turn", "input_tokens"))}  # fmt: skip
         for concurrency in p["concurrency"]:
-            samples, duration, window = run_level(
-                targets, p["model"], concurrency=concurrency, requests=concurrency * p["requests_per_client"],
-                words=words, max_tokens=p["output_tokens"], seed=p["seed"] + 1_000_000 * len(levels),
-            )  # fmt: skip
+            seed = p["seed"] + 1_000_000 * len(levels)
+            if conversations:
+                samples, duration, window = run_sessions(
+                    targets, p["model"], concurrency=concurrency, sessions=concurrency * p["requests_per_client"],
+                    turns=p["turns"], words=parts, max_tokens=p["output_tokens"], seed=seed,
+                )  # fmt: skip
+            else:
+                samples, duration, window = run_level(
+                    targets, p["model"], concurrency=concurrency, requests=concurrency * p["requests_per_client"],
+                    words=words, max_tokens=p["output_tokens"], seed=seed,
+                )  # fmt: skip
             levels.append(level_metrics(concurrency, samples, duration, window))
     module.exit_json(
         changed=False,
         levels=levels,
-        calibration={"load_generator": generator, "words": words, **calibration},
+        calibration={
+            "load_generator": generator,
+            "profile": p["profile"],
+            "seed": p["seed"],
+            "words": words,
+            **calibration,
+        },
         failed_requests=sum(level["failed"] for level in levels),
     )
 

@@ -5,6 +5,7 @@ report (JSON, Markdown, a PNG chart) with the recipe's comparison and the cost p
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import struct
 import time
@@ -20,6 +21,8 @@ from test_gateway import developer_key, in_node, router_workers, server_containe
 PLAYBOOK = REPO / "playbooks" / "bench_serving.yml"
 PACE_FILE = "/tmp/glm-standin-seconds-per-token"  # noqa: S108 - the stand-in's switches, inside its container
 CAP_FILE = "/tmp/glm-standin-max-tokens-per-second"  # noqa: S108
+PREFILL_FILE = "/tmp/glm-standin-prefill-tokens-per-second"  # noqa: S108
+PREFILL = 10000  # tokens/s of one server's prefill
 RATE, CAP = 20.0, 60.0  # tokens/s of one stream, and of one server (low enough that 2 cores carry it)
 USERS = 24  # 8 streams on each of the 3 servers (round-robin), well over CAP / RATE = 3
 
@@ -78,7 +81,7 @@ def aiperf_generated_the_load_without_the_key(
     for level in levels:
         assert level["aiperf"]["output_throughput"] == pytest.approx(level["output_throughput"], rel=0.02)
         assert level["aiperf"]["ttft_p50_ms"] == pytest.approx(level["ttft_ms"]["p50"], rel=0.02)
-    config = report / "aiperf" / f"concurrency-{USERS}" / "aiperf.yaml"
+    config = report / "aiperf" / "synthetic" / f"concurrency-{USERS}" / "aiperf.yaml"
     assert config.stat().st_mode & 0o777 == 0o600
     assert json.loads(config.read_text())["benchmark"]["endpoint"]["api_key"] == "${GLM_FLEET_BENCH_API_KEY}"
     assert sum(1 for _line in (config.parent / "profile_export.jsonl").open()) == 2 * USERS
@@ -93,12 +96,113 @@ def aiperf_generated_the_load_without_the_key(
         assert base64.b64encode(key.encode()).decode() not in text, path
 
 
+SHAPE = {"turns": 4, "system_tokens": 1500, "context_tokens": 500, "turn_tokens": 300, "output_tokens": 24}
+
+
+def claude_code_profile(runner: Runner, lab_state: dict[str, Any], tmp_path: Path) -> tuple[Path, Any]:
+    """The Claude Code profile at 1 and 4 users on the fleet's routing policy (cache_aware: a lab on
+    which this module ran before is on round-robin), with the servers computing the part of a prompt
+    not cached at PREFILL tokens/s before the first token. Returns the report's directory and the run."""
+    router = json.loads(in_node("glm-lab-cache-1", "cat", "/etc/glm-fleet/gateway/router.json"))
+    if router["argv"][router["argv"].index("--policy") + 1] != "cache_aware":
+        site_stage(tmp_path / "stage", "gateway", {"gateway_policy": "cache_aware"})
+    servers = server_containers([n["container"] for n in lab_state["nodes"] if n["group"] == "gpu_nodes"])
+    report = tmp_path / "bench-report"
+    try:
+        for node, name in servers:
+            in_node(node, "docker", "exec", name, "sh", "-c", f"echo {PREFILL} > {PREFILL_FILE}")
+        run = runner.playbook(PLAYBOOK, extravars={
+            "bench_serving_profiles": ["claude_code"], "bench_serving_claude_code_concurrency": [1, 4],
+            **{f"bench_serving_claude_code_{name}": value for name, value in SHAPE.items()},
+            "bench_serving_report_dir": str(report), "bench_serving_gpu_hour_usd": 2.5,
+            "bench_serving_cost_min_user_tps": 1,
+        })  # fmt: skip
+    finally:
+        for node, name in servers:
+            in_node(node, "docker", "exec", name, "rm", "-f", PREFILL_FILE)
+    return report, run
+
+
+def test_claude_codes_shape_is_served_from_the_prefix_cache_and_priced_at_its_mix(
+    runner: Runner, lab_state: dict[str, Any], tmp_path: Path
+) -> None:
+    """The Claude Code profile through the gateway (this test runs before paced_fleet sets
+    round-robin): conversations of four turns that grow a shared prefix. What the servers reported as
+    cached is what the conversations' shape says it must be, a cached prefix shortens the time to
+    first token, and the cost is priced at that measured mix with the hosted service's three prices."""
+    report, run = claude_code_profile(runner, lab_state, tmp_path)
+    assert run.status == "successful", run_log(run)
+    data = json.loads((report / "bench-serving.json").read_text())
+    assert data["levels"] == []
+    claude = data["claude_code"]
+    assert claude["benchmark"] == {**SHAPE, "sessions_per_client": 1}
+    assert claude["calibration"]["profile"] == "claude_code"
+    alone, four = claude["levels"]
+    records = [
+        json.loads(line)
+        for line in (report / "aiperf" / "claude_code" / "concurrency-4" / "profile_export.jsonl").open()
+    ]
+    assert len({r["metadata"]["conversation_id"] for r in records}) == 4
+    for level, users in ((alone, 1), (four, 4)):
+        assert (level["requests"], level["failed"], level["mean_output_tokens"]) == (4 * users, 0, 24.0), level
+    # Alone, every turn finds the whole pages (64 tokens) of the turn before it cached on its server
+    # (cache_aware routing keeps a conversation where its prefix is), and grows by a turn and an answer.
+    turns = alone["turns"]
+    assert [t["turn"] for t in turns] == [0, 1, 2, 3]
+    assert 2300 <= turns[0]["mean_input_tokens"] <= 2350, turns  # the system prompt, the context, a turn
+    for before, now in itertools.pairwise(turns):
+        # A turn and the answer before it, with the template's tokens around the two messages (6).
+        assert now["mean_input_tokens"] - before["mean_input_tokens"] == pytest.approx(300 + 24 + 6, abs=6), turns
+        assert now["mean_cached_input_tokens"] >= before["mean_input_tokens"] // 64 * 64 - 64, turns
+    # The first turn computes its whole prompt (about 2,300 tokens: 230 ms at least); the others about
+    # 340 tokens (34 ms): the cache shortens the time to first token, as on a GPU.
+    assert turns[0]["ttft_ms_p50"] >= turns[0]["mean_input_tokens"] / PREFILL * 1000, turns
+    assert max(t["ttft_ms_p50"] for t in turns[1:]) < turns[0]["ttft_ms_p50"] / 2, turns
+    # Four conversations at once: each stays on the server that holds it, turn after turn.
+    conversations: dict[str, list[tuple[int, int, int]]] = {}
+    for r in records:
+        conversations.setdefault(r["metadata"]["conversation_id"], []).append((
+            r["metadata"]["turn_index"], int(r["metrics"]["usage_prompt_tokens"]["value"]),
+            int(r["metrics"].get("usage_prompt_cache_read_tokens", {}).get("value", 0)),
+        ))  # fmt: skip
+    for name, conversation in conversations.items():
+        for (_t0, prompt, _c0), (_t1, _p1, cached) in itertools.pairwise(sorted(conversation)):
+            assert cached >= prompt // 64 * 64 - 64, (name, sorted(conversation))
+    assert (
+        sum(int(r["metrics"]["usage_prompt_cache_read_tokens"]["value"]) for r in records)
+        == four["cached_input_tokens"]
+    )
+    assert four["cached_input_share"] > 0.6, four
+
+    # The cost at the most output throughput among the levels, at its own mix, with three prices.
+    cost = claude["cost"]
+    point = next(level for level in (alone, four) if level["concurrency"] == cost["concurrency"])
+    hour = 12 * 2.5
+    out = point["output_throughput"] * 3600
+    cached = point["cached_input_throughput"] * 3600
+    fresh = point["input_throughput"] * 3600 - cached
+    p_out = hour / (out + 0.4 * fresh + 0.1 * cached) * 1e6
+    assert cost["usd_per_1m_output"] == pytest.approx(p_out, rel=1e-3)
+    assert cost["usd_per_1m_cached_input"] == pytest.approx(0.1 * p_out, abs=1e-4)  # rounded to 4 places
+    hosted = (out * 0.5 + fresh * 0.2 + cached * 0.05) / 1e6
+    assert cost["break_even_utilisation"] == pytest.approx(hour / hosted, rel=1e-3)
+    assert cost["mix"]["cached_input"] == pytest.approx(cached / (out + fresh + cached), abs=1e-3)
+    markdown = (report / "bench-serving.md").read_text()
+    assert "## Claude Code profile: conversations that grow a shared prefix" in markdown
+    assert f"| $ per 1M cached input tokens | {cost['usd_per_1m_cached_input']} | 0.05 |" in markdown
+    assert "## Synthetic profile" not in markdown
+    key = developer_key("laptop-1")
+    for path in (path for path in report.rglob("*") if path.is_file()):
+        assert key not in path.read_bytes().decode(errors="replace"), path
+
+
 def test_the_benchmark_measures_the_rate_and_the_cap_the_servers_were_set_to(
     runner: Runner, paced_fleet: list[tuple[str, str]], tmp_path: Path
 ) -> None:
     report = tmp_path / "bench-report"
     before = served(paced_fleet)
     run = runner.playbook(PLAYBOOK, extravars={
+        "bench_serving_profiles": ["synthetic"],
         "bench_serving_concurrency": [1, USERS], "bench_serving_input_tokens": 200, "bench_serving_output_tokens": 48,
         "bench_serving_requests_per_client": 2, "bench_serving_report_dir": str(report),
         "bench_serving_gpu_hour_usd": 2.5, "bench_serving_cost_min_user_tps": 15,

@@ -746,6 +746,53 @@ def test_the_fleets_benchmark_client_measures_the_rate_and_the_cap(paced_server:
     assert busy["output_throughput"] == pytest.approx(120, rel=0.05)
 
 
+def test_the_benchmarks_conversations_grow_a_prefix_that_the_server_finds_cached(
+    tmp_path: Path, lab_tokenizer: Path
+) -> None:
+    """glm.fleet.serving_bench's Claude Code profile (its built-in client) against a server with
+    --enable-cache-report: each turn sends the whole conversation with the server's answers, so the
+    server finds every earlier turn's whole pages cached; a conversation's first request finds the
+    system prompt that another conversation sent before it. The part not cached is computed before
+    the first token (20,000 tokens/s here), so a cached prefix shortens the time to first token."""
+    home = hf_home(tmp_path / "hf", lab_tokenizer)
+    port = free_port()
+    proc = launch(home, "--port", str(port), "--context-length", str(CONTEXT), "--api-key", KEY,
+                  "--enable-cache-report", env={"GLM_STANDIN_PREFILL_TOKENS_PER_SECOND": "20000"})  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, proc)
+        target = _serving_load.Target(url, KEY, None, 30)
+        _words, calibration = _serving_load.words_for([target], MODEL, 300)
+        per_word = calibration["tokens_per_word"]
+        parts = {"system": round(1200 / per_word), "context": round(400 / per_word), "turn": round(200 / per_word)}
+        samples, duration, window = _serving_load.run_sessions(
+            [target], MODEL, concurrency=1, sessions=2, turns=4, words=parts, max_tokens=16, seed=5
+        )
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    level = level_metrics(1, samples, duration, window)
+    assert (level["requests"], level["failed"], level["mean_output_tokens"]) == (8, 0, 16.0), level
+    by = {(s["session"], s["turn"]): s for s in samples}
+    for session in (0, 1):
+        for turn in range(1, 4):
+            now, before = by[(session, turn)], by[(session, turn - 1)]
+            # The new turn (about 200 tokens) and the server's answer before it (16) on top of the last
+            # prompt (without the answer it would grow by about 200).
+            assert now["input_tokens"] - before["input_tokens"] == pytest.approx(216, abs=8), (session, turn)
+            # Every whole page (64 tokens) of the last prompt is found cached.
+            assert now["cached_tokens"] >= before["input_tokens"] // 64 * 64 - 64, (session, turn, now, before)
+    assert by[(0, 0)]["cached_tokens"] == 0
+    first = by[(0, 0)]
+    assert first["ttft"] >= first["input_tokens"] / 20000  # about 2,100 tokens computed: 105 ms at least
+    for turn in range(1, 4):  # about 300 tokens computed each: 15 ms
+        assert by[(0, turn)]["ttft"] < first["ttft"] / 2, (by[(0, turn)]["ttft"], first["ttft"])
+    # The second conversation's first request shares the system prompt (about 1,200 tokens) only.
+    assert 1100 <= by[(1, 0)]["cached_tokens"] <= 1300, by[(1, 0)]
+    assert level["cached_input_share"] > 0.6
+    assert [t["turn"] for t in level["turns"]] == [0, 1, 2, 3]
+
+
 def test_a_streamed_answer_is_one_token_a_chunk(server: str, lab_tokenizer: Path) -> None:
     status, text = call(
         server, "/v1/messages", {"model": MODEL, "max_tokens": 64, "stream": True, "messages": user("x")}

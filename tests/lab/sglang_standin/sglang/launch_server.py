@@ -33,7 +33,11 @@ exercised against what they meet in production:
   /tmp/glm-standin-seconds-per-token overrides it while it exists), and the server's decode capped
   at GLM_STANDIN_MAX_TOKENS_PER_SECOND over all running requests (each gets an equal share; the file
   /tmp/glm-standin-max-tokens-per-second overrides it), so that it saturates as a GPU server does:
-  fleet throughput min(streams x rate, cap). A chat completion stops at its max_tokens
+  fleet throughput min(streams x rate, cap). Before its first token a request computes the part of
+  its prompt not found in the prefix cache (whole 64-token pages a request on this server computed
+  before), one prefill at a time, at GLM_STANDIN_PREFILL_TOKENS_PER_SECOND (default 0: at once; the
+  file /tmp/glm-standin-prefill-tokens-per-second overrides it), so that a cached prefix shortens
+  the time to first token as it does on a GPU. A chat completion stops at its max_tokens
   (finish_reason "length"); with SGLang's `ignore_eos` it generates exactly max_tokens tokens, the
   answer repeated, as benchmarks ask for fixed output lengths. A
   user message holding `[glm-lab tool NAME {JSON input}]` is answered with that tool call (a
@@ -77,6 +81,7 @@ FAULT_FILE = Path("/tmp/glm-standin-fault")  # noqa: S108 - a switch inside the 
 OUTPUT_LOCK = threading.Lock()
 PACE_FILE = Path("/tmp/glm-standin-seconds-per-token")  # noqa: S108 - the same, for the generation speed
 CAP_FILE = Path("/tmp/glm-standin-max-tokens-per-second")  # noqa: S108 - and for the server's decode cap
+PREFILL_FILE = Path("/tmp/glm-standin-prefill-tokens-per-second")  # noqa: S108 - and for its prefill
 
 
 def parser() -> argparse.ArgumentParser:
@@ -218,6 +223,8 @@ class State:
             1 / per_stream if per_stream > 0 else 0.0
         )
         self.max_tokens_per_second = float(os.environ.get("GLM_STANDIN_MAX_TOKENS_PER_SECOND", "0"))
+        self.prefill_tokens_per_second = float(os.environ.get("GLM_STANDIN_PREFILL_TOKENS_PER_SECOND", "0"))
+        self.prefilling = threading.Lock()  # one prefill at a time: the server's prefill throughput
         kv_tokens = int(os.environ.get("GLM_STANDIN_MAX_TOTAL_TOKENS", str(4 * context_len)))
         self.metrics = metrics.Metrics(
             args.served_model_name, context_len, kv_tokens, args.tokenizer_metrics_allowed_custom_labels
@@ -291,6 +298,7 @@ class State:
             cached = self.cache.match(prompt_pieces)
             self.current.request.label(custom_labels)
             self.count(prompt, len(pieces), cached)
+            self.prefill(prompt - cached)
             yield pieces, finish, cached
             for piece in pieces:
                 self.pace()
@@ -309,6 +317,18 @@ class State:
             return (head + body * (limit // len(body) + 1))[:limit], "length"
         pieces = head + body
         return (pieces[:limit], "length") if limit < len(pieces) else (pieces, "stop")
+
+    def prefill(self, tokens: int) -> None:
+        """The prompt's tokens not found in the cache, computed before the first output token at the
+        server's prefill rate, one request's prefill after another."""
+        rate = self.prefill_tokens_per_second
+        if PREFILL_FILE.exists():
+            with contextlib.suppress(OSError, ValueError):
+                rate = float(PREFILL_FILE.read_text().strip())
+        if rate > 0 and tokens > 0:
+            with self.prefilling:
+                time.sleep(tokens / rate)
+        self.current.due = time.monotonic()  # the first token is one decode step after the prefill
 
     def decode(self, tokens: int) -> None:
         """An answer returned whole: its tokens are decoded at the same pace as a stream's."""

@@ -19,6 +19,14 @@ GOOD: dict[str, Any] = {
     "bench_serving_targets": ["https://10.0.0.5:443"],
     "bench_serving_api_key": "k" * 48,
     "context_length": 200000,
+    "bench_serving_profiles": ["synthetic", "claude_code"],
+    "bench_serving_claude_code_concurrency": [1, 4, 16, 64],
+    "bench_serving_claude_code_sessions_per_client": 1,
+    "bench_serving_claude_code_turns": 8,
+    "bench_serving_claude_code_system_tokens": 12000,
+    "bench_serving_claude_code_context_tokens": 4000,
+    "bench_serving_claude_code_turn_tokens": 4000,
+    "bench_serving_claude_code_output_tokens": 800,
 }
 
 
@@ -43,7 +51,20 @@ def test_good_settings() -> None:
          "bench_serving_input_tokens + bench_serving_output_tokens (1024 + 199000) exceed the fleet's context length"),
         ("bench_serving_gpu_hour_usd", -1, "bench_serving_gpu_hour_usd must be a positive number; got: -1"),
         ("bench_serving_cost_min_user_tps", "fast", 'got: "fast"'),
-        ("bench_serving_hosted", {"input": 0.2}, "bench_serving_hosted must hold input and output prices"),
+        ("bench_serving_hosted", {"input": 0.2, "output": 0.5},
+         "bench_serving_hosted must hold input, cached_input and output prices"),
+        ("bench_serving_profiles", [],
+         "bench_serving_profiles must list synthetic, claude_code or both, each once; got: []"),
+        ("bench_serving_profiles", ["claude"], 'got: ["claude"]'),
+        ("bench_serving_profiles", ["synthetic", "synthetic"], 'got: ["synthetic", "synthetic"]'),
+        ("bench_serving_claude_code_concurrency", [0],
+         "bench_serving_claude_code_concurrency must be a list of distinct"),
+        ("bench_serving_claude_code_turns", 0,
+         "bench_serving_claude_code_turns must be a whole number above 0; got: 0"),
+        ("bench_serving_claude_code_system_tokens", "-5", 'got: "-5"'),
+        ("bench_serving_claude_code_turns", 40,
+         "a conversation's last request of bench_serving_claude_code_* (12000 + 4000 + 40 x 4000 + 39 x 800 = 207200 "
+         "tokens) plus its answer (800) exceeds the fleet's context length, deployment_context_length (200000)"),
         ("bench_serving_targets", [], "bench_serving_targets must list at least one URL; got: []"),
         ("bench_serving_targets", ["https://gw\n.example"],
          'bench_serving_targets: "https://gw\\n.example" must hold no'),
@@ -63,3 +84,13 @@ def test_a_key_that_would_break_the_header_is_refused_and_not_shown(key: str) ->
     assert problems == ["bench_serving_api_key holds a control character or surrounding space (not shown): it goes "
                         "into an HTTP header"]  # fmt: skip
     assert "secret" not in problems[0]
+
+
+def test_the_claude_code_profile_is_not_checked_when_it_does_not_run() -> None:
+    assert bench_problems({**GOOD, "bench_serving_profiles": ["synthetic"], "bench_serving_claude_code_turns": 0}) == []
+
+
+def test_the_last_request_that_just_fits_is_accepted() -> None:
+    # 12000 + 4000 + 8 x 4000 + 7 x 800 = 53600, plus its answer: 54400 tokens.
+    assert bench_problems({**GOOD, "context_length": 54400}) == []
+    assert len(bench_problems({**GOOD, "context_length": 54399})) == 1

@@ -37,6 +37,38 @@ def test_the_configuration_names_the_keys_variable_and_sets_a_closed_loop() -> N
     assert "api_key" not in config(with_key=False)["benchmark"]["endpoint"]
 
 
+def test_conversations_are_aiperfs_multi_turn_dataset_with_a_shared_system_prompt() -> None:
+    sessions = {"count": 16, "turns": 8, "system": 12000, "context": 4000}
+    bench = config(isl=4000, osl=800, sessions=sessions)["benchmark"]
+    dataset = bench["datasets"][0]
+    assert dataset["entries"] == 16
+    assert dataset["prefix_prompts"] == {"shared_system_length": 12000, "user_context_length": 4000}
+    assert dataset["turns"] == {"mean": 8, "stddev": 0}
+    assert dataset["turn_delay"] == {"mean": 0, "stddev": 0}
+    assert dataset["prompts"] == {"isl": {"mean": 4000, "stddev": 0}, "osl": {"mean": 800, "stddev": 0}}
+    assert bench["phases"] == [
+        {"name": "profiling", "kind": "profiling", "type": "concurrency", "sessions": 16, "concurrency": 8}
+    ]
+
+
+def test_a_record_of_a_conversation_carries_its_cached_input_and_its_place() -> None:
+    line = json.loads(RECORDS.read_text().splitlines()[0])
+    line["metrics"]["usage_prompt_cache_read_tokens"] = {"value": 192, "unit": "tokens"}
+    line["metadata"].update(conversation_id="session_000003", turn_index=2)
+    (sample,) = _aiperf.samples([json.dumps(line)])
+    assert (sample["cached_tokens"], sample["session"], sample["turn"]) == (192, "session_000003", 2)
+    (plain,) = _aiperf.samples(RECORDS.read_text().splitlines()[:1])
+    assert plain["cached_tokens"] == 0
+
+
+def test_with_conversations_a_client_is_idle_once_no_conversation_is_left() -> None:
+    # 2 clients, 3 conversations of 2 turns: a ends at 2, b at 3, c (started at 2) at 5. The last
+    # conversation starts when the first ends, so from the second one's end one client is idle.
+    turns = (("a", 0, 1), ("a", 1, 2), ("b", 0, 1.5), ("b", 1.5, 3), ("c", 2, 4), ("c", 4, 5))
+    level = [{"ok": True, "start": s, "end": e, "session": n} for n, s, e in turns]
+    assert _aiperf.span(level, 2) == (5.0, (0.0, 3.0))
+
+
 def test_the_key_goes_to_aiperfs_environment_alone() -> None:
     env = _aiperf.environment({"PATH": "/bin", "GLM_FLEET_BENCH_API_KEY": "stale"}, "sk-new", "/ca.pem")
     assert env == {"PATH": "/bin", "GLM_FLEET_BENCH_API_KEY": "sk-new", "SSL_CERT_FILE": "/ca.pem"}

@@ -94,6 +94,42 @@ def test_cost_per_million_tokens_splits_the_hour_in_the_hosted_ratio() -> None:
     assert c["break_even_utilisation"] == pytest.approx(16 / hosted_hour, abs=1e-4)
 
 
+def test_cost_at_a_cached_mix_splits_the_hour_in_the_three_hosted_prices() -> None:
+    # Claude Code's shape: 1,000 output tok/s, 20,000 input tok/s of which 18,000 came from the cache.
+    point = {**LEVELS[1], "output_throughput": 1000.0, "input_throughput": 20000.0, "cached_input_throughput": 18000.0}
+    c = cost(point, gpus=4, gpu_hour_usd=4.0, hosted=LYCEUM)
+    out, fresh, cached = 1000 * 3600, 2000 * 3600, 18000 * 3600
+    # 16 $/h = p_out * out + 0.4 * p_out * fresh + 0.1 * p_out * cached
+    p_out = 16 / (out + 0.4 * fresh + 0.1 * cached) * 1e6
+    assert c["usd_per_1m_output"] == pytest.approx(p_out, abs=1e-4)
+    assert c["usd_per_1m_input"] == pytest.approx(0.4 * p_out, abs=1e-4)
+    assert c["usd_per_1m_cached_input"] == pytest.approx(0.1 * p_out, abs=1e-4)
+    assert (p_out * out + 0.4 * p_out * fresh + 0.1 * p_out * cached) / 1e6 == pytest.approx(16)
+    hosted_hour = (out * 0.5 + fresh * 0.2 + cached * 0.05) / 1e6
+    assert c["hosted_hour_usd_at_capacity"] == pytest.approx(hosted_hour, abs=1e-4)
+    assert c["break_even_utilisation"] == pytest.approx(16 / hosted_hour, abs=1e-4)
+    assert c["mix"] == {"input": round(2 / 21, 4), "cached_input": round(18 / 21, 4), "output": round(1 / 21, 4)}
+    # Priced as if none of it were cached, the same tokens would cost far more hosted.
+    uncached = cost({**point, "cached_input_throughput": 0.0}, gpus=4, gpu_hour_usd=4.0, hosted=LYCEUM)
+    assert uncached["hosted_hour_usd_at_capacity"] > 2 * c["hosted_hour_usd_at_capacity"]
+
+
+def test_conversations_are_reported_turn_by_turn() -> None:
+    samples = [
+        {"ok": True, "input_tokens": 1000 + 500 * turn, "cached_tokens": 400 * turn, "output_tokens": 10,
+         "ttft": 0.1 + 0.01 * turn, "latency": 0.5, "itl": [0.04] * 9, "start": 0.0, "session": s, "turn": turn}
+        for s in range(2) for turn in range(3)
+    ]  # fmt: skip
+    level = level_metrics(2, samples, 3.0)
+    assert level["input_tokens"] == 2 * (1000 + 1500 + 2000)
+    assert level["cached_input_tokens"] == 2 * (0 + 400 + 800)
+    assert level["cached_input_share"] == round(2400 / 9000, 4)
+    assert level["cached_input_throughput"] == 800.0
+    rows = [(t["turn"], t["requests"], t["mean_input_tokens"], t["mean_cached_input_tokens"]) for t in level["turns"]]
+    assert rows == [(0, 2, 1000.0, 0.0), (1, 2, 1500.0, 400.0), (2, 2, 2000.0, 800.0)]
+    assert "turns" not in level_metrics(2, [{k: v for k, v in s.items() if k != "turn"} for s in samples], 3.0)
+
+
 def test_the_recipe_is_compared_line_by_line_and_per_gpu() -> None:
     rows = {
         r["figure"]: r for r in recipe_comparison(LEVELS, {"output_tps": 2591, "per_user_tps": 140, "gpus": 4}, gpus=8)
@@ -125,4 +161,4 @@ def test_the_report_says_so_when_no_level_is_fast_enough_to_price() -> None:
         "recipe_comparison": [], "hosted": {"name": "Lyceum"}, "cost_min_user_tps": 140, "cost": None,
     }  # fmt: skip
     assert "No level reached 140 tok/s per user: no operating point to price." in markdown(report)
-    assert summary(report)[-1] == "no level reached 140 tok/s per user: no cost computed"
+    assert summary(report)[-1] == "synthetic: no level reached 140 tok/s per user: no cost computed"
