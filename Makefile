@@ -176,7 +176,7 @@ docs: venv ## regenerate docs/variables.md from the roles' argument specs
 dashboards: venv ## rebuild glm.fleet.monitoring's Grafana dashboard (grafana-foundation-sdk)
 	$(BIN)/python tools/dashboards.py
 
-client-lock: venv ## recompile the hash-pinned requirements of the download client and the router
+client-lock: venv ## recompile the hash-pinned requirements of the download client, the router and AIPerf
 	$(BIN)/pip install -q uv==0.13.9
 	cd roles/model_weights/files && $(BIN)/uv pip compile --quiet --universal --generate-hashes \
 	  --python-version 3.10 --custom-compile-command "make client-lock" \
@@ -184,3 +184,6 @@ client-lock: venv ## recompile the hash-pinned requirements of the download clie
 	cd roles/gateway/files && $(BIN)/uv pip compile --quiet --universal --generate-hashes \
 	  --python-version 3.10 --custom-compile-command "make client-lock" \
 	  router-requirements.in -o router-requirements.txt
+	cd roles/bench_serving/files && $(BIN)/uv pip compile --quiet --universal --generate-hashes \
+	  --python-version 3.11 --custom-compile-command "make client-lock" \
+	  aiperf-requirements.in -o aiperf-requirements.txt

@@ -87,10 +87,16 @@ def level_config(
     }  # fmt: skip
 
 
+# What AIPerf gets of the controller's environment: where programs and its home are, the locale, the
+# temporary directory and the time zone, and its own settings. Nothing else (the controller's
+# environment may hold vault passwords, cloud credentials or SSH agent sockets).
+PASSED = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ")
+
+
 def environment(base: Mapping[str, str], api_key: str | None, ca_file: str | None) -> dict[str, str]:
-    """AIPerf's environment: the caller's, the key under KEY_VARIABLE, and the CA bundle that
-    Python's default TLS context (AIPerf's aiohttp sessions) trusts."""
-    env = {k: v for k, v in base.items() if k != KEY_VARIABLE}
+    """AIPerf's environment: PASSED and AIPERF_* of the caller's, the key under KEY_VARIABLE, and the
+    CA bundle that Python's default TLS context (AIPerf's aiohttp sessions) trusts."""
+    env = {k: v for k, v in base.items() if (k in PASSED or k.startswith("AIPERF_")) and k != KEY_VARIABLE}
     if api_key:
         env[KEY_VARIABLE] = api_key
     if ca_file:

@@ -69,6 +69,18 @@ def test_with_conversations_a_client_is_idle_once_no_conversation_is_left() -> N
     assert _aiperf.span(level, 2) == (5.0, (0.0, 3.0))
 
 
+def test_aiperf_gets_nothing_of_the_controllers_environment_but_what_it_needs() -> None:
+    controller = {
+        "PATH": "/usr/bin", "HOME": "/home/op", "LANG": "C.UTF-8", "AIPERF_HTTP_CONNECTION_LIMIT": "64",
+        "ANSIBLE_VAULT_PASSWORD_FILE": "/home/op/.vault", "AWS_SECRET_ACCESS_KEY": "s3cr3t",
+        "SSH_AUTH_SOCK": "/run/user/1000/ssh-agent.sock", "PYTHONPATH": "/home/op/lib", "OPENAI_API_KEY": "sk-other",
+    }  # fmt: skip
+    assert _aiperf.environment(controller, "sk-new", None) == {
+        "PATH": "/usr/bin", "HOME": "/home/op", "LANG": "C.UTF-8", "AIPERF_HTTP_CONNECTION_LIMIT": "64",
+        "GLM_FLEET_BENCH_API_KEY": "sk-new",
+    }  # fmt: skip
+
+
 def test_the_key_goes_to_aiperfs_environment_alone() -> None:
     env = _aiperf.environment({"PATH": "/bin", "GLM_FLEET_BENCH_API_KEY": "stale"}, "sk-new", "/ca.pem")
     assert env == {"PATH": "/bin", "GLM_FLEET_BENCH_API_KEY": "sk-new", "SSL_CERT_FILE": "/ca.pem"}
