@@ -312,6 +312,11 @@ ENV = "sglang_server_env values must hold no control characters (line breaks, ta
         ),
         ({"sglang_server_ready_timeout": -5}, "must be whole numbers of at least 1; got: [60, 2, 5, 1800, -5, 3600]"),
         ({"sglang_server_image": "lmsysorg/sglang@sha256:" + "a" * 64 + "\n"}, "sglang_server_image must be pinned"),
+        (
+            {INST: [A | {"name": "ssh"}]},
+            f'{INST}: the server "ssh" would replace the unit ssh.service, which is not a server of this role'
+            " (OpenBSD Secure Shell server, /lib/systemd/system/ssh.service): choose another name",
+        ),
     ],
     ids=[
         "shm-flag",
@@ -331,6 +336,7 @@ ENV = "sglang_server_env values must hold no control characters (line breaks, ta
         "share-dir-newline",
         "negative-timeout",
         "image-newline",
+        "name-of-a-system-unit",
     ],
 )
 def test_server_refuses_bad_input(runner: Runner, extravars: dict[str, Any], expected: str) -> None:
