@@ -46,7 +46,7 @@ def outcome(result: dict[str, Any]) -> str:
     if not restore.get("restored"):
         return "Not rolled back: it has no earlier version that passed the health gate."
     if result.get("ready"):
-        return "Rolled back to its last good version (unit, keys, environment), which serves again."
+        return "Rolled back to its last good version (unit, environment; the current keys), which serves again."
     reason = str(result.get("msg") or "the health check failed")
     return f"Rolled back to its last good version, which does not serve either: {reason}"
 

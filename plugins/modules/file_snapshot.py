@@ -12,17 +12,21 @@ version_added: 0.1.0
 description:
   - With O(state=saved), copies each of O(paths) into O(dest) (root-only, 0600, in a 0700
     directory) and records which of them existed, with their modes; a file that does not exist is
-    recorded as absent. Only what differs from the snapshot already there is written.
+    recorded as absent. Only what differs from the snapshot already there is written; the copy of a
+    file an earlier snapshot kept and this one does not is removed.
   - With O(state=restored), puts the files back as the snapshot recorded them (content and mode),
-    and removes those it recorded as absent. When O(dest) holds no snapshot, fails, or with
-    O(missing_ok) returns C(restored=false) and changes nothing.
-  - The server role saves a server's unit, configuration and environment files before it writes
-    new ones, and restores them when the new version fails its health gate.
+    and removes those it recorded as absent; with O(paths), only those of them. When O(dest) holds no
+    snapshot, fails, or with O(missing_ok) returns C(restored=false) and changes nothing.
+  - The server role keeps a server's unit and environment files once they pass the health gate, and
+    restores them when a new version fails it; the keys are not kept, so that a rollback never puts
+    back keys that were rotated.
 author:
   - glm.fleet contributors (@glm-fleet)
 options:
   paths:
-    description: Absolute paths of the files (O(state=saved)); ignored when restoring.
+    description:
+      - Absolute paths of the files to keep (O(state=saved)), or of those of the snapshot's files to put back
+        (O(state=restored); empty, every one).
     type: list
     elements: path
     default: []
@@ -73,6 +77,7 @@ files:
   sample: [{path: /etc/systemd/system/sglang.service, present: true, changed: false}]
 """
 
+import contextlib
 import json
 import os
 import stat
@@ -113,10 +118,15 @@ def read_manifest(dest: str) -> dict[str, Any] | None:
 
 def save(paths: list[str], dest: str, check: bool) -> list[dict[str, Any]]:
     manifest, files = plan_save(paths, dest)
+    dropped = sorted((read_manifest(dest) or {}).keys() - manifest.keys())
+    files += [{"path": path, "present": False, "changed": True} for path in dropped]
     if check or (not any(f["changed"] for f in files) and read_manifest(dest) == manifest):
         return files
     os.makedirs(dest, mode=0o700, exist_ok=True)
     os.chmod(dest, 0o700)
+    for path in dropped:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(dest, stored_name(path)))  # a file this snapshot no longer keeps
     for path, entry in manifest.items():
         copy = os.path.join(dest, stored_name(path))
         if entry["present"]:
@@ -127,12 +137,14 @@ def save(paths: list[str], dest: str, check: bool) -> list[dict[str, Any]]:
     return files
 
 
-def restore(dest: str, check: bool) -> list[dict[str, Any]]:
+def restore(dest: str, check: bool, only: list[str]) -> list[dict[str, Any]]:
     manifest = read_manifest(dest)
     if manifest is None:
         raise FileNotFoundError(f"no snapshot in {dest} (nothing was saved there)")
     files = []
     for path, entry in sorted(manifest.items()):
+        if only and path not in only:
+            continue
         now = read(path)
         if entry["present"]:
             data = read(os.path.join(dest, stored_name(path)))
@@ -156,7 +168,7 @@ def states(dest: str, restoring: bool, paths: list[str]) -> dict[str, tuple[byte
     if restoring:
         manifest = read_manifest(dest) or {}
         return {path: (read(path), read(os.path.join(dest, stored_name(path))) if entry.get("present") else None)
-                for path, entry in manifest.items()}  # fmt: skip
+                for path, entry in manifest.items() if not paths or path in paths}  # fmt: skip
     return {path: (read(os.path.join(dest, stored_name(path))), read(path)) for path in paths}
 
 
@@ -179,7 +191,7 @@ def main() -> None:
         module.exit_json(changed=False, restored=False, files=[])
     before = states(dest, restoring, paths) if module._diff else {}
     try:
-        files = restore(dest, module.check_mode) if restoring else save(paths, dest, module.check_mode)
+        files = restore(dest, module.check_mode, paths) if restoring else save(paths, dest, module.check_mode)
     except (OSError, ValueError) as err:
         module.fail_json(msg=str(err))
     # The files may hold secrets (a server's environment file holds its API key): sizes, not contents.

@@ -210,7 +210,7 @@ def test_a_canary_that_never_becomes_healthy_is_rolled_back_and_stops_the_rollou
         # The message names the check that failed, and the rollback's outcome.
         assert f"{UNIT} (port 18080): SGLang at 127.0.0.1:18080 is not ready after" in log
         assert "check health failed" in log
-        assert "Rolled back to its last good version (unit, keys, environment), which serves again." in log
+        assert "Rolled back to its last good version (unit, environment; the current keys), which serves again." in log
         # The canary runs its last good version again: its unit and env file, a new container, healthy.
         assert container_id(canary) not in ("", before[canary])
         assert node_exec(canary, "cat", f"/etc/systemd/system/{UNIT}.service") == unit_before[canary]
@@ -250,7 +250,7 @@ def test_a_canary_whose_kernels_do_not_compile_in_time_is_rolled_back(runner: Ru
             f"{UNIT} (port 18080): its kernels did not compile (python3 -m sglang.compile_deep_gemm): "
             "it did not finish within sglang_server_precompile_timeout (5 s)"
         ) in log
-        assert "Rolled back to its last good version (unit, keys, environment), which serves again." in log
+        assert "Rolled back to its last good version (unit, environment; the current keys), which serves again." in log
         compiles = [
             e["event_data"]["host"] for e in run.events if e.get("event") == "runner_on_ok"
             and e["event_data"].get("task", "").startswith(PRECOMPILE_TASK)

@@ -170,3 +170,7 @@ def test_the_version_that_passed_the_gate_is_kept_to_roll_back_to(host) -> None:
     copy = host.file(f"{last_good.path}/{unit.replace('/', '%2F')}")
     assert copy.mode == 0o600
     assert copy.content_string == host.file(unit).content_string
+    # Not the keys: a rollback keeps the current ones, and no copy of them is kept.
+    config = f"/etc/glm-fleet/sglang/{UNIT}.yaml"
+    assert sorted(manifest) == sorted([unit, f"/etc/glm-fleet/sglang/{UNIT}.env"])
+    assert not host.file(f"{last_good.path}/{config.replace('/', '%2F')}").exists

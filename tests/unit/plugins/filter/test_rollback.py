@@ -17,7 +17,7 @@ def test_each_server_gets_its_own_sentence() -> None:
     ]
     out = rollback_outcomes(results)
     assert out == {
-        "a": "Rolled back to its last good version (unit, keys, environment), which serves again.",
+        "a": "Rolled back to its last good version (unit, environment; the current keys), which serves again.",
         "b": "Rolled back to its last good version, which does not serve either: check generate failed: HTTP 500",
         "c": "Not rolled back: it has no earlier version that passed the health gate.",
     }

@@ -37,7 +37,7 @@ def test_restore_puts_back_contents_modes_and_absence(tmp_path: Path) -> None:
     unit.write_text("new unit\n")
     env.write_text("FAULT=1\n")
     config.unlink()
-    files = restore(str(snap), check=False)
+    files = restore(str(snap), check=False, only=[])
     assert {f["path"]: f["changed"] for f in files} == {str(unit): True, str(env): True, str(config): True}
     assert unit.read_text() == "old unit\n"
     assert mode(unit) == 0o644
@@ -45,7 +45,38 @@ def test_restore_puts_back_contents_modes_and_absence(tmp_path: Path) -> None:
     assert config.read_text() == "api-key: old\n"
     assert mode(config) == 0o600
     # Restored: restoring again changes nothing.
-    assert not any(f["changed"] for f in restore(str(snap), check=False))
+    assert not any(f["changed"] for f in restore(str(snap), check=False, only=[]))
+
+
+def test_a_snapshot_that_no_longer_keeps_a_file_removes_its_copy(tmp_path: Path) -> None:
+    """The server role kept its key file in earlier snapshots: a snapshot without it leaves no copy."""
+    unit, config = tmp_path / "a.service", tmp_path / "a.yaml"
+    unit.write_text("unit\n")
+    config.write_text("api-key: leaked\n")
+    snap = tmp_path / "last-good" / "a"
+    save([str(unit), str(config)], str(snap), check=False)
+    files = save([str(unit)], str(snap), check=True)
+    assert {f["path"]: f["changed"] for f in files} == {str(unit): False, str(config): True}
+    assert (snap / stored_name(str(config))).exists()  # check mode writes nothing
+    save([str(unit)], str(snap), check=False)
+    assert sorted(p.name for p in snap.iterdir()) == sorted(["manifest.json", stored_name(str(unit))])
+    assert not any("leaked" in p.read_text() for p in snap.iterdir())
+    assert not any(f["changed"] for f in save([str(unit)], str(snap), check=False))
+
+
+def test_restoring_some_paths_leaves_the_others_as_they_are(tmp_path: Path) -> None:
+    """A rollback puts back the unit and the environment, never the keys of an older version."""
+    unit, config = tmp_path / "a.service", tmp_path / "a.yaml"
+    unit.write_text("old unit\n")
+    config.write_text("api-key: old\n")
+    snap = tmp_path / "last-good" / "a"
+    save([str(unit), str(config)], str(snap), check=False)  # an older snapshot, with the keys
+    unit.write_text("new unit\n")
+    config.write_text("api-key: rotated\n")
+    files = restore(str(snap), check=False, only=[str(unit)])
+    assert [(f["path"], f["changed"]) for f in files] == [(str(unit), True)]
+    assert unit.read_text() == "old unit\n"
+    assert config.read_text() == "api-key: rotated\n"
 
 
 def test_saving_the_same_files_again_changes_nothing(tmp_path: Path) -> None:
@@ -69,13 +100,13 @@ def test_check_mode_reports_without_writing(tmp_path: Path) -> None:
     assert not snap.exists()
     save([str(unit)], str(snap), check=False)
     unit.write_text("changed\n")
-    assert [f["changed"] for f in restore(str(snap), check=True)] == [True]
+    assert [f["changed"] for f in restore(str(snap), check=True, only=[])] == [True]
     assert unit.read_text() == "changed\n"
 
 
 def test_restoring_without_a_snapshot_says_so(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match=f"no snapshot in {tmp_path}"):
-        restore(str(tmp_path), check=False)
+        restore(str(tmp_path), check=False, only=[])
 
 
 def test_stored_names_cannot_collide() -> None:
