@@ -3,12 +3,14 @@
     python bench/gateway.py [--requests 128] [--concurrency 8] [--seconds-per-token 0.02]
 
 Runs on a lab where site.yml has run (make bench runs it after bench/fleet.py). From the gateway's
-host (the only host a server's port is open to), one load generator streams /v1/messages requests
+host (which holds the client certificate a server's front requires), one load generator streams /v1/messages requests
 (a) straight to one SGLang server with the servers' key, then (b) through the gateway's HTTPS front
-door with a developer's key, the same number at the same concurrency, in the same run. The servers
+door with a developer's key, the same number at the same concurrency, in the same run. Both speak
+TLS to the server's front with the gateway's client certificate, as the router does. The servers
 generate at a fixed pace per token (the stand-in's switch) so that time to first token and
 throughput are the serving path's, not a tight loop's. Prints TTFT p50/p95 and output tokens per
-second for each, and the ratios (goals: TTFT p50 <= 1.10x, throughput >= 0.95x).
+second for each, and the ratios (goals: TTFT p50 <= 1.10x, throughput >= 0.95x); and, as the TLS
+front's own cost, the same requests from the server's node to its plain loopback port.
 """
 
 from __future__ import annotations
@@ -35,8 +37,10 @@ results, lock = [], threading.Lock()
 counter = iter(range(cfg["requests"]))
 def connect():
     if cfg["tls"]:
-        return http.client.HTTPSConnection(cfg["host"], cfg["port"], timeout=120,
-                                           context=ssl.create_default_context(cafile=cfg["ca"]))
+        context = ssl.create_default_context(cafile=cfg["ca"])
+        if cfg.get("cert"):
+            context.load_cert_chain(cfg["cert"], cfg["key_file"])
+        return http.client.HTTPSConnection(cfg["host"], cfg["port"], timeout=120, context=context)
     return http.client.HTTPConnection(cfg["host"], cfg["port"], timeout=120)
 def one(conn, i):
     body = json.dumps({"model": cfg["model"], "max_tokens": 64, "stream": True,
@@ -80,9 +84,9 @@ def set_pace(servers: list[tuple[str, str]], seconds: float | None) -> None:
         docker("exec", node, "docker", "exec", name, "sh", "-c", script)
 
 
-def load(settings: dict) -> list[dict]:
-    gateway = f"{lab.PREFIX}-cache-1"
-    return json.loads(docker("exec", "-i", gateway, "python3", "-c", LOADGEN, stdin=json.dumps(settings) + "\n"))
+def load(settings: dict, host: str = "cache-1") -> list[dict]:
+    container = f"{lab.PREFIX}-{host}"
+    return json.loads(docker("exec", "-i", container, "python3", "-c", LOADGEN, stdin=json.dumps(settings) + "\n"))
 
 
 def summary(results: list[dict]) -> dict[str, float]:
@@ -116,7 +120,11 @@ def main(argv: list[str] | None = None) -> int:
     ]
     secrets = lab.INVENTORY.parent / ".secrets"
     common = {"model": "zai-org/GLM-5.3-Flash", "requests": args.requests, "concurrency": args.concurrency}
-    direct = common | {"tls": False, "host": nodes[0]["address"], "port": 18080,
+    # Straight to the server's TLS front, as the router reaches it: mutual TLS with the gateway's client
+    # certificate of the site CA.
+    servers_tls = "/etc/glm-fleet/gateway/servers-tls"
+    direct = common | {"tls": True, "host": nodes[0]["address"], "port": 18080, "ca": f"{servers_tls}/ca.pem",
+                       "cert": f"{servers_tls}/client.pem", "key_file": f"{servers_tls}/client.key",
                        "key": (lab.STATE_DIR / "api_key").read_text().strip()}  # fmt: skip
     through = common | {
         "tls": True, "host": lab.SITE_CACHE_ADDRESS, "port": 443, "ca": "/etc/glm-fleet/gateway/tls/ca.pem",
@@ -127,11 +135,16 @@ def main(argv: list[str] | None = None) -> int:
         load(direct | {"requests": args.concurrency})  # warm-up: connections, the router's first picks
         baseline = summary(load(direct))
         gateway = summary(load(through))
+        # The TLS front's own cost: the same requests from the server's node to its loopback port.
+        plain = summary(load(direct | {"tls": False, "host": "127.0.0.1", "port": 28080}, nodes[0]["name"]))
     finally:
         set_pace(servers, None)
     ttft_ratio = gateway["ttft_p50_ms"] / baseline["ttft_p50_ms"]
     rate_ratio = gateway["tokens_per_s"] / baseline["tokens_per_s"]
     rows = [
+        ("TTFT p50, on the server's node, plain HTTP to loopback (ms)", f"{plain['ttft_p50_ms']:.1f}", ""),
+        ("ratio TLS front / loopback, TTFT p50", f"{baseline['ttft_p50_ms'] / plain['ttft_p50_ms']:.3f}", ""),
+        ("ratio TLS front / loopback, throughput", f"{baseline['tokens_per_s'] / plain['tokens_per_s']:.3f}", ""),
         ("TTFT p50, straight to one server (ms)", f"{baseline['ttft_p50_ms']:.1f}", ""),
         ("TTFT p50, through the gateway (ms)", f"{gateway['ttft_p50_ms']:.1f}", ""),
         ("ratio gateway / straight, TTFT p50", f"{ttft_ratio:.3f}", "<= 1.10"),

@@ -146,6 +146,13 @@ def _target_problems(s: dict) -> list[str]:
         return [f"bench_serving_targets must list at least one URL; got: {json.dumps(targets)}"]
     shapes = [(url, shape_problem(url)) for url in targets]
     problems = [f"bench_serving_targets: {json.dumps(url)} {problem}" for url, problem in shapes if problem]
+    fronts = [url for url in targets if s.get("bench_serving_via") == "servers" and str(url).startswith("https://")]
+    if fronts:
+        problems.append(
+            f"bench_serving_via is servers, but {json.dumps(fronts)} are TLS fronts that require a client certificate"
+            " of the site CA (sglang_server_tls), which the load generators do not present: benchmark through the"
+            " gateway (bench_serving_via: gateway)"
+        )
     key = s.get("bench_serving_api_key")
     if not isinstance(key, str) or not key:
         problems.append(

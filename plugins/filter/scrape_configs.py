@@ -17,7 +17,8 @@ version_added: 0.1.0
 description:
   - Turns what the fleet's hosts published in this run into Prometheus C(scrape_configs), one job per
     kind, every target labelled with its inventory host (C(node)).
-  - C(glm-sglang) scrapes each SGLang server's C(/metrics) (open without the API key);
+  - C(glm-sglang) scrapes each SGLang server's C(/metrics) (open without the API key; over mutual TLS
+    with O(tls));
     C(glm-health-generate) probes each server's C(/health_generate) through the blackbox exporter
     (a real generation, no key needed); C(glm-gateway) the router's metrics; C(glm-gateway-log)
     the gateway's answers by status and developer (mtail over nginx's log); C(glm-node) node
@@ -52,6 +53,14 @@ options:
     description: The blackbox exporter's C(address:port), which probes C(/health_generate).
     type: str
     required: true
+  tls:
+    description:
+      - The servers behind their TLS front (C(sglang_server_tls)), whose targets are then
+        C(https://host:port); the files Prometheus and the blackbox exporter present and verify with,
+        C(ca_file) (the site CA), C(cert_file) and C(key_file) (the monitoring host's client certificate).
+      - C(glm-sglang) then scrapes over mutual TLS, and C(glm-health-generate) probes C(https://).
+      - Omitted or null, the servers' targets are C(http://host:port).
+    type: dict
 """
 
 EXAMPLES = r"""
@@ -102,13 +111,27 @@ def _static(job: str, by_host: dict, scheme: str = "http") -> list[dict]:
 
 PROBES = (("glm-health-generate", "sglang", "http", "glm_health_generate", "http://$1/health_generate"),
           ("glm-gateway-https", "gateway_https", "https", "glm_gateway_https", "https://$1/health"))  # fmt: skip
+TLS_FILES = ("ca_file", "cert_file", "key_file")
 
 
-def _probes(targets: dict, blackbox: str) -> list[dict]:
+def _tls(tls: Any) -> dict | None:
+    if tls is None:
+        return None
+    if not isinstance(tls, dict) or set(tls) != set(TLS_FILES) or not all(PATH.fullmatch(str(v)) for v in tls.values()):
+        raise AnsibleFilterError(
+            f"scrape_configs: tls must be null or {{ca_file, cert_file, key_file}} paths; got: {tls!r}"
+        )
+    return {key: str(tls[key]) for key in TLS_FILES}
+
+
+def _probes(targets: dict, blackbox: str, tls: dict | None = None) -> list[dict]:
     """The blackbox exporter's jobs: each target's URL probed with the job's module, labelled with
     the target's host:port (instance) and inventory host (node)."""
     configs = []
-    for job, kind, scheme, module, url in PROBES:
+    for job, kind, plain_scheme, module, plain_url in PROBES:
+        over_tls = bool(tls) and kind == "sglang"
+        scheme = "https" if over_tls else plain_scheme
+        url = plain_url.replace("http://", "https://") if over_tls else plain_url
         static = _static(job, targets.get(kind) or {}, scheme)
         if static:
             configs.append({
@@ -123,19 +146,28 @@ def _probes(targets: dict, blackbox: str) -> list[dict]:
     return configs
 
 
-def scrape_configs(
-    targets: dict, blackbox: str, jobs: list | None = None, groups: dict | None = None, hostvars: Any = None
+def scrape_configs(  # noqa: PLR0917 - a Jinja filter's keyword options
+    targets: dict,
+    blackbox: str,
+    jobs: list | None = None,
+    groups: dict | None = None,
+    hostvars: Any = None,
+    tls: Any = None,
 ) -> list[dict]:
     if not isinstance(targets, dict):
         raise AnsibleFilterError(f"scrape_configs expects a mapping of targets; got: {type(targets).__name__}")
     if not HOST_PORT.fullmatch(str(blackbox)):
         raise AnsibleFilterError(f"scrape_configs: blackbox must be address:port; got: {blackbox!r}")
+    servers_tls = _tls(tls)
     configs = []
     for kind, job, path in KINDS:
-        static = _static(job, targets.get(kind) or {})
+        over_tls = servers_tls is not None and kind == "sglang"
+        static = _static(job, targets.get(kind) or {}, "https" if over_tls else "http")
         if static:
             configs.append({"job_name": job, "metrics_path": path, "static_configs": static})
-    configs += _probes(targets, str(blackbox))
+            if over_tls:
+                configs[-1].update({"scheme": "https", "tls_config": dict(servers_tls)})
+    configs += _probes(targets, str(blackbox), servers_tls)
     names = {c["job_name"] for c in configs}
     for index, job in enumerate(jobs or []):
         name = str(job.get("name", "")) if isinstance(job, dict) else ""

@@ -22,6 +22,8 @@ description:
   - "Refused: a name that is not a container name, a name or port used twice, a GPU in two
     instances, an instance with fewer GPUs than the tensor-parallel size, a GPU index the node does
     not have, two names whose port-guard chains (C(GLM-) and the first 24 characters) collide."
+  - "With O(port_offset) (the servers behind a TLS front), also refused: a loopback port (the port plus
+    the offset) outside 1-65535 or equal to a server's port."
   - Each message names C(sglang_server_instances), the instance and the value, JSON-escaped.
 author:
   - glm.fleet contributors (@glm-fleet)
@@ -37,6 +39,11 @@ options:
     required: true
   gpu_count:
     description: GPUs the node has (indices 0 to gpu_count - 1); C(None) skips that check.
+    type: int
+  port_offset:
+    description:
+      - C(sglang_server_tls_port_offset) when the servers sit behind a TLS front, which puts each
+        server's plain port on loopback at its port plus this; C(None) skips that check.
     type: int
 """
 
@@ -125,7 +132,30 @@ def _shared(instances: list[dict], what: str, key: Callable[[dict], Iterable[obj
     ]
 
 
-def server_instance_problems(instances: object, tp_size: object, gpu_count: object = None) -> list[str]:
+def _offset_problems(instances: list[dict], offset: object) -> list[str]:
+    """The loopback ports behind a TLS front: each server's port plus the offset."""
+    var = "sglang_server_tls_port_offset"
+    if (
+        isinstance(offset, bool)
+        or not isinstance(offset, (int, str))
+        or not re.fullmatch(r"-?[1-9][0-9]*", str(offset))
+    ):
+        return [f"{var} must be a whole number other than 0; got: {json.dumps(offset, default=str)}"]
+    ports = {int(inst["port"]) for inst in instances}
+    problems = []
+    for inst in instances:
+        local = int(inst["port"]) + int(offset)
+        if not 1 <= local <= 65535 or local in ports:
+            problems.append(
+                f"{var} {offset} puts {inst['name']}'s loopback port at {local}, which "
+                + ("is outside 1-65535" if not 1 <= local <= 65535 else "is another server's port")
+            )
+    return problems
+
+
+def server_instance_problems(
+    instances: object, tp_size: object, gpu_count: object = None, port_offset: object = None
+) -> list[str]:
     problems = _shape_problems(instances)
     if problems or not isinstance(instances, list):
         return problems
@@ -140,6 +170,8 @@ def server_instance_problems(instances: object, tp_size: object, gpu_count: obje
     problems += _shared(instances, "GPU", lambda inst: sorted({int(g) for g in inst["gpus"]}))
     if not problems:
         problems += _shared(instances, "port-guard chain", lambda inst: [guard_chain(inst["name"])])
+    if not problems and port_offset is not None:
+        problems += _offset_problems(instances, port_offset)
     return problems
 
 

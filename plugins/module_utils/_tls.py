@@ -1,6 +1,7 @@
 # Copyright: glm.fleet contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""A site's own certificate authority and the server certificates it signs (the gateway's HTTPS).
+"""A site's own certificate authority and the certificates it signs: servers' (the gateway's HTTPS,
+the GPU nodes' TLS front) and clients' (the gateway's and the monitoring host's, to the servers).
 
 Pure functions over PEM bytes, with the `cryptography` package Ansible's controller already has:
 what to create, what to renew, and the PEM to write. Keys are EC P-256.
@@ -22,6 +23,8 @@ except ImportError:  # pragma: no cover - reported by the module
     HAS_CRYPTOGRAPHY = False
 
 RENEW_BEFORE = datetime.timedelta(days=30)
+# What a certificate is for (its extended key usage): a server's, or a client's for mutual TLS.
+PURPOSES = ("server", "client")
 
 
 def now() -> datetime.datetime:
@@ -83,7 +86,13 @@ def san_entries(names: list[str]) -> list:
     return entries
 
 
-def new_server_cert_pem(ca_key_pem: bytes, ca_pem: bytes, key_pem: bytes, names: list[str], days: int) -> bytes:
+def _usage(purpose: str):  # noqa: ANN202 - a cryptography ObjectIdentifier
+    return ExtendedKeyUsageOID.CLIENT_AUTH if purpose == "client" else ExtendedKeyUsageOID.SERVER_AUTH
+
+
+def new_server_cert_pem(
+    ca_key_pem: bytes, ca_pem: bytes, key_pem: bytes, names: list[str], days: int, *, purpose: str = "server"
+) -> bytes:
     ca_key, ca = _key(ca_key_pem), x509.load_pem_x509_certificate(ca_pem)
     public = _key(key_pem).public_key()
     start = now() - datetime.timedelta(minutes=5)
@@ -97,22 +106,34 @@ def new_server_cert_pem(ca_key_pem: bytes, ca_pem: bytes, key_pem: bytes, names:
         .not_valid_after(start + datetime.timedelta(days=days))
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.SubjectAlternativeName(san_entries(names)), critical=False)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.ExtendedKeyUsage([_usage(purpose)]), critical=False)
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
     return cert.public_bytes(serialization.Encoding.PEM)
 
 
-def cert_problem(cert_pem: bytes | None, ca_pem: bytes, key_pem: bytes, names: list[str]) -> str | None:
-    """Why the server certificate must be issued again; None when it is fit."""
+def cert_problem(
+    cert_pem: bytes | None, ca_pem: bytes, key_pem: bytes, names: list[str], purpose: str = "server"
+) -> str | None:
+    """Why the certificate must be issued again; None when it is fit."""
     if not cert_pem:
         return "no certificate yet"
     try:
         cert = x509.load_pem_x509_certificate(cert_pem)
     except ValueError:
         return "the certificate file does not hold a PEM certificate"
-    return _trust_problem(cert, ca_pem, key_pem) or _names_problem(cert, names)
+    return _trust_problem(cert, ca_pem, key_pem) or _usage_problem(cert, purpose) or _names_problem(cert, names)
+
+
+def _usage_problem(cert: x509.Certificate, purpose: str) -> str | None:
+    try:
+        usages = list(cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value)
+    except x509.ExtensionNotFound:
+        usages = []
+    if usages != [_usage(purpose)]:
+        return f"not a {purpose} certificate (its extended key usage)"
+    return None
 
 
 def _trust_problem(cert: x509.Certificate, ca_pem: bytes, key_pem: bytes) -> str | None:

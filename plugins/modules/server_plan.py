@@ -57,6 +57,12 @@ options:
         description: M(glm.fleet.sglang_health)'s O(glm.fleet.sglang_health#module:served_model_name).
         type: str
         required: true
+      port_offset:
+        description:
+          - Added to each server's port to probe it there (behind a TLS front, the server answers on
+            loopback at its port plus C(sglang_server_tls_port_offset)).
+        type: int
+        default: 0
       expected:
         description: M(glm.fleet.sglang_health)'s O(glm.fleet.sglang_health#module:expected).
         type: dict
@@ -148,6 +154,7 @@ PROBE = {
     "api_key": {"type": "str", "no_log": True},
     "served_model_name": {"type": "str", "required": True},
     "expected": {"type": "dict", "default": {}},
+    "port_offset": {"type": "int", "default": 0},
 }
 
 
@@ -177,10 +184,11 @@ def main() -> None:
     # One round of checks per server, no wait; the servers answer at once rather than one by one, and
     # the image's release is read beside them.
     params = {**module.params["probe"], "timeout": 0}
+    offset = params.pop("port_offset") or 0
     image = module.params["image"]
     with ThreadPoolExecutor(max_workers=len(unchanged) + 1) as pool:
         release = pool.submit(image_release, module, image) if image else None
-        health = list(pool.map(lambda server: probe(params, server["port"]), unchanged))
+        health = list(pool.map(lambda server: probe(params, server["port"] + offset), unchanged))
         version, error = release.result() if release else (None, "")
     module.exit_json(changed=False, systemd=systemd, health=health, image_sglang_version=version, image_error=error)
 

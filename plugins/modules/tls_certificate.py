@@ -7,13 +7,15 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: tls_certificate
-short_description: A site CA kept in one directory, and a server certificate it signs
+short_description: A site CA kept in one directory, and a server or client certificate it signs
 version_added: 0.1.0
 description:
   - Creates, once, a certificate authority in O(ca_dir) (C(ca.key), mode 0600, and C(ca.pem)), and
-    a server key and certificate signed by it for O(names) (C(<name>.key), 0600, and C(<name>.pem)).
-  - Issues the server certificate again when it is missing, signed by another CA, does not match its
-    key, names other hosts, or expires within 30 days; the CA and the keys are never replaced.
+    a key and certificate signed by it for O(names) (C(<name>.key), 0600, and C(<name>.pem)), for a
+    server or for a client (O(purpose), its extended key usage).
+  - Issues the certificate again when it is missing, signed by another CA, does not match its key,
+    is for the other purpose, names other hosts, or expires within 30 days; the CA and the keys are
+    never replaced.
   - "Meant for the controller (C(delegate_to: localhost)), where the CA stays; the hosts get copies."
 author:
   - glm.fleet contributors (@glm-fleet)
@@ -33,10 +35,18 @@ options:
     type: str
     required: true
   names:
-    description: Host names and IP addresses of the server (the first is its common name).
+    description: Host names and IP addresses of the server or client (the first is its common name).
     type: list
     elements: str
     required: true
+  purpose:
+    description:
+      - C(server) (extended key usage serverAuth) for a TLS server, C(client) (clientAuth) for a
+        client that proves itself to servers which require a certificate (mutual TLS).
+      - A certificate has one purpose, so a server's certificate cannot stand in for a client's.
+    type: str
+    choices: [server, client]
+    default: server
   ca_days:
     description: Validity of a new CA, in days; at most 1095 (three years).
     type: int
@@ -106,7 +116,11 @@ def plan(params: dict) -> tuple[dict[str, str], list[str]]:
     todo = [f"{what}: none yet" for what in ("ca_key", "ca_cert", "key") if read(paths[what]) is None]
     if not todo:
         problem = _tls.cert_problem(
-            read(paths["cert"]), read(paths["ca_cert"]) or b"", read(paths["key"]) or b"", params["names"]
+            read(paths["cert"]),
+            read(paths["ca_cert"]) or b"",
+            read(paths["key"]) or b"",
+            params["names"],
+            params["purpose"],
         )
         if problem:
             todo.append(f"cert: {problem}")
@@ -123,7 +137,7 @@ def diff(params: dict, paths: dict[str, str], todo: list[str]) -> dict[str, str]
         "ca_key": "a new private key (not shown)",
         "ca_cert": f"a new CA certificate CN={params['ca_name']}, valid {params['ca_days']} days",
         "key": "a new private key (not shown)",
-        "cert": f"a new certificate signed by the site CA, names {', '.join(params['names'])}"
+        "cert": f"a new {params['purpose']} certificate signed by the site CA, names {', '.join(params['names'])}"
         f", valid {params['days']} days",
     }
 
@@ -149,8 +163,10 @@ def apply(params: dict, paths: dict[str, str]) -> None:
     if read(paths["key"]) is None:
         write_private(paths["key"], _tls.new_key_pem(), 0o600)
     ca_pem, key_pem = read(paths["ca_cert"]) or b"", read(paths["key"]) or b""
-    if _tls.cert_problem(read(paths["cert"]), ca_pem, key_pem, params["names"]):
-        cert = _tls.new_server_cert_pem(ca_key, ca_pem, key_pem, params["names"], params["days"])
+    if _tls.cert_problem(read(paths["cert"]), ca_pem, key_pem, params["names"], params["purpose"]):
+        cert = _tls.new_server_cert_pem(
+            ca_key, ca_pem, key_pem, params["names"], params["days"], purpose=params["purpose"]
+        )
         write_private(paths["cert"], cert, 0o644)
 
 
@@ -167,6 +183,7 @@ def main() -> None:
             "names": {"type": "list", "elements": "str", "required": True},
             "ca_days": {"type": "int", "default": 1095},
             "days": {"type": "int", "default": 365},
+            "purpose": {"type": "str", "default": "server", "choices": list(_tls.PURPOSES)},
         },
         supports_check_mode=True,
     )

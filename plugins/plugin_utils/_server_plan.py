@@ -14,7 +14,7 @@ from ansible_collections.glm.fleet.plugins.module_utils._grammar import pinned_i
 
 GROUP = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]*")
-PROBE_KEYS = frozenset({"host", "api_key", "served_model_name", "expected"})
+PROBE_KEYS = frozenset({"host", "api_key", "served_model_name", "expected", "port_offset"})
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,9 @@ def parse(args: Mapping[str, Any]) -> Plan:
     probe = args.get("probe")
     if not isinstance(probe, Mapping) or not {"served_model_name"} <= set(probe) <= PROBE_KEYS:
         keys = sorted(probe) if isinstance(probe, Mapping) else probe
-        raise ValueError(f"probe must have served_model_name and may have host, api_key, expected; got {keys!r}")
+        raise ValueError(
+            f"probe must have served_model_name and may have host, api_key, expected, port_offset; got {keys!r}"
+        )
     groups = (args.get("rollout_group"), args.get("steady_group"))
     for label, group in zip(("rollout_group", "steady_group"), groups, strict=True):
         if not isinstance(group, str) or not GROUP.fullmatch(group):

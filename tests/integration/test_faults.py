@@ -22,7 +22,7 @@ def gpu_nodes(state: dict[str, Any]) -> list[str]:
 
 def health(runner: Runner, node: str, timeout: int) -> dict[str, Any]:
     args = {
-        "port": 18080,
+        "port": 28080,  # the server's own port, behind the TLS front
         "api_key": "{{ glm_lab_api_key }}",  # from the lab inventory: no key in argv
         "served_model_name": SERVED,
         "timeout": timeout,

@@ -321,7 +321,8 @@ SITE_KEY, OTHER_KEY = ec.generate_private_key(ec.SECP256R1()), ec.generate_priva
         ),
         (
             {"gateway_workers": ["http://gpu-1:18080/v1\nX"]},
-            'gateway_workers must be http://address:port URLs; got: ["http',
+            "gateway_workers must be https://address:port URLs (servers behind their TLS front), or all"
+            ' http://address:port; got: ["http',
         ),
         (
             {"gateway_developer_limits": {"laptop-1": {"concurrency": 0}}},
@@ -407,7 +408,7 @@ def test_a_stopped_server_fails_only_its_requests_in_flight_and_rejoins_when_bac
     gateway: dict[str, Any], slow_generation: list[tuple[str, str]]
 ) -> None:
     victim = next(n for n in gateway["nodes"] if n["name"] == "gpu-1")
-    victim_url = f"http://{victim['address']}:18080"
+    victim_url = f"https://{victim['address']}:18080"
     since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(time.time() - 1))
     try:
         with StreamingLoad(max_tokens=64) as load:

@@ -43,7 +43,8 @@ def serving(lab_state: dict[str, Any], tmp_path_factory: pytest.TempPathFactory)
 
 def health(runner: Runner, pattern: str, **args: Any) -> dict[str, dict[str, Any]]:
     # The key comes from the inventory (group_vars/all/services.yml): argv carries only the template.
-    params = {"port": 18080, "api_key": "{{ glm_lab_api_key }}", "served_model_name": SERVED, **args}
+    # The server's own port behind the TLS front: 18080 + sglang_server_tls_port_offset, on loopback.
+    params = {"port": 28080, "api_key": "{{ glm_lab_api_key }}", "served_model_name": SERVED, **args}
     run = runner.module(pattern, "glm.fleet.sglang_health", json.dumps(params), cmdline="--become")
     return host_results(run)
 
@@ -78,7 +79,7 @@ def test_the_8_gpu_node_runs_two_servers_on_their_own_gpus_and_ports(runner: Run
         # docker's --gpus puts the devices into the server's environment (and the node's hook checked them)
         env = node_exec(EIGHT_GPU_NODE, "docker", "exec", name, "cat", "/proc/1/environ").split("\0")
         assert f"NVIDIA_VISIBLE_DEVICES={gpus}" in env, env
-        res = health(runner, EIGHT_GPU_NODE, port=port, timeout=30)[EIGHT_GPU_NODE]
+        res = health(runner, EIGHT_GPU_NODE, port=port + 10000, timeout=30)[EIGHT_GPU_NODE]  # behind the TLS front
         assert res["ready"], res
 
 
@@ -189,7 +190,7 @@ def rest_untouched_and_canary_back_in_rotation(runner: Runner, serving: list[str
     fleet = health(runner, ",".join(serving), timeout=30)
     assert all(res["ready"] for res in fleet.values()), fleet
     address = next(n["address"] for n in lab.status()["nodes"] if n["name"] == canary)
-    assert router_workers().get(f"http://{address}:18080") is True, router_workers()
+    assert router_workers().get(f"https://{address}:18080") is True, router_workers()
 
 
 def test_a_canary_that_never_becomes_healthy_is_rolled_back_and_stops_the_rollout(
@@ -208,7 +209,7 @@ def test_a_canary_that_never_becomes_healthy_is_rolled_back_and_stops_the_rollou
         assert set(run.stats["failures"]) == {canary}
         log = run_log(run)
         # The message names the check that failed, and the rollback's outcome.
-        assert f"{UNIT} (port 18080): SGLang at 127.0.0.1:18080 is not ready after" in log
+        assert f"{UNIT} (port 18080): SGLang at 127.0.0.1:28080 is not ready after" in log
         assert "check health failed" in log
         assert "Rolled back to its last good version (unit, environment; the current keys), which serves again." in log
         # The canary runs its last good version again: its unit and env file, a new container, healthy.
@@ -277,27 +278,41 @@ def test_the_serving_key_is_not_an_admin_key(serving: list[str]) -> None:
         script = (
             f"key=$(sed -n 's/^{field}: \"\\(.*\\)\"$/\\1/p' /etc/glm-fleet/sglang/{UNIT}.yaml) && "
             'curl -s -o /dev/null -w "%{http_code}" -X POST -H "Authorization: Bearer $key" '
-            "http://127.0.0.1:18080/flush_cache"
+            "http://127.0.0.1:28080/flush_cache"
         )
         results[name] = node_exec(serving[0], "sh", "-c", script)
     assert results == {"serving": "401", "admin": "200"}
 
 
-def test_the_port_is_closed_to_every_host_but_the_allowed_ones(serving: list[str]) -> None:
-    """gpu-1 publishes 18080 on all addresses, with the gateway (cache-1) as its only allowed source:
-    another GPU node and the developer's laptop cannot connect, the gateway can, and so can the node."""
+def test_the_port_speaks_mutual_tls_and_lets_in_only_the_gateways_certificate(serving: list[str]) -> None:
+    """gpu-1's port 18080 is its TLS front (sglang_server_tls): the gateway, with its client
+    certificate of the site CA, gets an answer, verifying the node's certificate for its address. A
+    plain HTTP request, a TLS client without a certificate (the laptop), and another GPU node with
+    its own certificate of the same CA (a server's, not a client's) are refused; the server's own
+    port (28080) is the node's alone."""
     target = lab.status()["nodes"]
     address = next(n["address"] for n in target if n["name"] == serving[0])
-    url = f"http://{address}:18080/health"
-    probe = ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "3", url]
     other = next(n["name"] for n in target if n["group"] == "gpu_nodes" and n["name"] != serving[0])
-    for blocked_node in (other, "laptop-1"):
-        blocked = subprocess.run(
-            ["docker", "exec", f"{lab.PREFIX}-{blocked_node}", *probe], capture_output=True, text=True, check=False
+
+    def curl(node: str, url: str, *tls: str) -> tuple[int, str]:
+        probe = ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "3", *tls, url]
+        done = subprocess.run(
+            ["docker", "exec", f"{lab.PREFIX}-{node}", *probe], capture_output=True, text=True, check=False
         )
-        assert blocked.returncode == 28, (blocked_node, blocked.returncode, blocked.stdout)  # no answer: dropped
-    allowed = subprocess.run(
-        ["docker", "exec", f"{lab.PREFIX}-cache-1", *probe], capture_output=True, text=True, check=False
-    )
-    assert allowed.stdout == "200"
-    assert node_exec(serving[0], *probe[:-1], "http://127.0.0.1:18080/health") == "200"
+        return done.returncode, done.stdout
+
+    front = f"https://{address}:18080/health"
+    gateway = "/etc/glm-fleet/gateway/servers-tls"
+    assert curl("cache-1", front, "--cacert", f"{gateway}/ca.pem", "--cert", f"{gateway}/client.pem",
+                "--key", f"{gateway}/client.key") == (0, "200")  # fmt: skip
+    # curl 56: the front ends the connection (no HTTP answer at all).
+    for node in ("cache-1", "laptop-1", other):
+        assert curl(node, f"http://{address}:18080/health")[0] in (52, 56), node
+    node_ca = "/etc/stunnel/glm-fleet/ca.pem"
+    assert curl(other, front, "--cacert", node_ca)[0] == 56  # no client certificate
+    assert curl(other, front, "--cacert", node_ca, "--cert", "/etc/stunnel/glm-fleet/server.pem",
+                "--key", "/etc/stunnel/glm-fleet/server.key")[0] == 56  # a server's certificate  # fmt: skip
+    for node in ("cache-1", other):
+        assert curl(node, f"http://{address}:28080/health")[0] in (7, 28), node  # refused or dropped
+    assert node_exec(serving[0], "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}",
+                     "http://127.0.0.1:28080/health") == "200"  # fmt: skip

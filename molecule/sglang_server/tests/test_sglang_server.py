@@ -26,7 +26,7 @@ def lab_image() -> str:
 
 def health(host, timeout: float = 60) -> dict:  # noqa: ANN001 - testinfra host
     args = {
-        "port": 18080,
+        "port": 28080,  # the server's own port behind the TLS front, on loopback
         "api_key": "{{ glm_lab_api_key }}",  # from the linked lab group_vars: no key in argv
         "served_model_name": SERVED,
         "expected": {"tp_size": 4, "ep_size": 4, "revision": REVISION, "model_path": SERVED, "context_length": CONTEXT},
@@ -50,7 +50,7 @@ def test_unit_renders_the_recipes_launch_line(host) -> None:  # noqa: ANN001
         """--gpus '"device=0,1,2,3"'""",
         "--ipc=host",
         "--shm-size=64g",
-        "-p 0.0.0.0:18080:18080",  # the lab opens it (with its API key); the default is loopback
+        "-p 127.0.0.1:28080:18080",  # behind the TLS front: the node's own, at the port + 10000
         "-v /var/lib/glm-fleet/huggingface:/root/.cache/huggingface",
         f"-v /var/lib/glm-fleet/sglang-cache/{lab_image().split('@sha256:')[1][:16]}:/root/.cache/sglang",
         "-e HF_HUB_OFFLINE=1",
@@ -107,9 +107,28 @@ def test_container_runs_with_the_expected_arguments(host) -> None:  # noqa: ANN0
     assert "HF_HUB_OFFLINE=1" in inspect["Config"]["Env"]
     assert inspect["HostConfig"]["IpcMode"] == "host"
     assert inspect["HostConfig"]["RestartPolicy"]["Name"] in ("", "no")
-    published = [{"HostIp": "0.0.0.0", "HostPort": "18080"}]  # noqa: S104 - the lab opens it, with its key
+    published = [{"HostIp": "127.0.0.1", "HostPort": "28080"}]  # the TLS front takes 18080
     assert inspect["HostConfig"]["PortBindings"]["18080/tcp"] == published
     assert inspect["HostConfig"]["DeviceRequests"][0]["DeviceIDs"] == ["0", "1", "2", "3"]
+
+
+def test_the_tls_front_takes_the_port_and_requires_a_client_certificate(host) -> None:  # noqa: ANN001
+    """stunnel, as its own user, holds 18080 with the node's certificate of the site CA; without a
+    client certificate of that CA (the gateway's), no request reaches the server."""
+    front = host.service("glm-sglang-tls.service")
+    assert front.is_running
+    assert front.is_enabled
+    assert host.process.get(comm="stunnel4").user == "stunnel4"
+    key = host.file("/etc/stunnel/glm-fleet/server.key")
+    assert (key.mode, key.user) == (0o600, "stunnel4")
+    served = host.run("openssl s_client -connect 127.0.0.1:18080 -CAfile /etc/stunnel/glm-fleet/ca.pem </dev/null")
+    assert "Verify return code: 0 (ok)" in served.stdout, served.stdout  # the node's certificate, of the site CA
+    assert "Acceptable client certificate CA names" in served.stdout  # and it asks for the client's
+    plain = host.run("curl -s -o /dev/null -w '%{http_code}' --max-time 3 http://127.0.0.1:18080/health")
+    assert plain.rc in (52, 56), plain
+    assert plain.stdout == "000", plain
+    anonymous = host.run("curl -sk -o /dev/null --max-time 3 https://127.0.0.1:18080/health")
+    assert anonymous.rc == 56, anonymous  # the front ends the handshake: certificate required
 
 
 def test_health_module_passes(host) -> None:  # noqa: ANN001
@@ -121,8 +140,8 @@ def test_health_module_passes(host) -> None:  # noqa: ANN001
 
 def test_api_key_is_required_and_kept_out_of_sight(host) -> None:  # noqa: ANN001
     key = api_key()
-    assert host.run("curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:18080/v1/models").stdout == "401"
-    assert host.run("curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:18080/health").stdout == "200"
+    assert host.run("curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:28080/v1/models").stdout == "401"
+    assert host.run("curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:28080/health").stdout == "200"
     config = host.file(f"/etc/glm-fleet/sglang/{UNIT}.yaml")
     assert (config.mode, config.user, config.group) == (0o600, "root", "root")
     assert key in config.content_string

@@ -8,7 +8,8 @@ of each developer's tokens.
 
 KEYS (JSON, root-only, written by glm.fleet.gateway): {"format": 1, "map_dir": DIR, "developers":
 {NAME: {"sha256": HEX, "expires": "YYYY-MM-DDTHH:MM:SSZ" or null}}, "usage": {"ledger": FILE,
-"textfile": FILE, "workers": [URL], "prices": {"input", "cached_input", "output"} ($ per 1M),
+"textfile": FILE, "workers": [URL], "tls": {"ca", "cert", "key"} (FILEs, for https:// workers) or null,
+"prices": {"input", "cached_input", "output"} ($ per 1M),
 "budgets": {NAME: {"monthly": N, "unit": "usd" or "tokens", "warn_percent": P, "hard": BOOL}},
 "limits": {NAME: {"tokens_per_minute": N, ...}}}}. The gateway never holds a developer's key: nginx
 hashes the key a request presents (njs) and looks the hash up in DIR/developer-keys.map (valid now:
@@ -39,6 +40,7 @@ import fcntl
 import json
 import os
 import re
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -105,9 +107,19 @@ def grown(old: dict[str, float] | None, new: dict[str, float]) -> dict[str, floa
     return {series: value if anew else value - old.get(series, 0.0) for series, value in new.items()}
 
 
-def fetch(url: str) -> str | None:
+def client_context(tls: dict | None) -> ssl.SSLContext | None:
+    """For https:// servers behind their TLS front: the site CA, and the gateway's client certificate."""
+    if not tls:
+        return None
+    context = ssl.create_default_context(cafile=tls["ca"])
+    context.load_cert_chain(tls["cert"], tls["key"])
+    return context
+
+
+def fetch(url: str, context: ssl.SSLContext | None = None) -> str | None:
     try:
-        with urllib.request.urlopen(f"{url}/metrics", timeout=5) as response:  # noqa: S310 - the fleet's servers
+        # The fleet's servers, http:// or https:// only (the gateway's preflight).
+        with urllib.request.urlopen(f"{url}/metrics", timeout=5, context=context) as response:  # noqa: S310
             return response.read().decode("utf-8", "replace")
     except OSError:
         return None
@@ -252,7 +264,8 @@ def main(argv: list[str]) -> int:
                     ledger = json.load(f)
             except FileNotFoundError:
                 ledger = {}
-            readings = {url: fetch(url) for url in usage["workers"]}
+            context = client_context(usage.get("tls"))
+            readings = {url: fetch(url, context) for url in usage["workers"]}
             ledger = account(ledger, readings, now.strftime("%Y-%m"), now.timestamp())
             replace(usage["ledger"], json.dumps(ledger, sort_keys=True) + "\n")
             textfile, spent = budgets(ledger, usage)

@@ -58,6 +58,9 @@ def variables(role: str) -> dict[str, Any]:
         "ansible_check_mode": False,
         "ansible_facts": {},
     }
+    # What glm.fleet.tls_certificate returned on the controller (the files the TLS tasks copy from).
+    issued = {"ca_cert": "/ctl/ca/ca.pem", "cert": "/ctl/ca/x.pem", "key": "/ctl/ca/x.key", "changed": False}
+    out.update({f"__{name}_issued": issued for name in ("sglang_server", "gateway_client", "monitoring_client")})
     for name in ("deployment", role):
         for part in ("defaults", "vars"):
             path = REPO / "roles" / name / part / "main.yml"

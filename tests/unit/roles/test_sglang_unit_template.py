@@ -54,12 +54,17 @@ def play_vars(instance: int = 0, **overrides: object) -> dict[str, Any]:
     vars_["__sglang_server_instance"] = vars_["sglang_server_instances"][instance]
     vars_["groups"] = {"gpu_nodes": ["node-1"], "gateway": []}
     vars_["inventory_dir"] = "/srv/fleet/inventory"
+    vars_["ansible_check_mode"] = vars_["__sglang_server_planning"] = False
     vars_["sglang_server_jit_share_dir"] = env.from_string(str(vars_["sglang_server_jit_share_dir"])).render(**vars_)
     vars_.setdefault("ansible_facts", {"glm_fleet_gpus": {"names": ["NVIDIA B200"], "min_compute_capability": "10.0"}})
     private = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
     for key, value in private.items():  # private vars are templates over the public ones
-        if key.startswith("__sglang_server_failed") or key in ("__sglang_server_router", "__sglang_server_unchanged"):
-            continue  # those only in a rescue, in a loop over the gateways, or after the configuration step
+        if key.startswith("__sglang_server_failed") or key in (
+            "__sglang_server_router",
+            "__sglang_server_unchanged",
+            "__sglang_server_receipt_inputs",
+        ):
+            continue  # only in a rescue, in a loop over the gateways, after the configuration step, or at the door
         if isinstance(value, str):
             vars_[key] = native(env.from_string(value).render(**vars_).strip())
         elif isinstance(value, dict):
@@ -104,6 +109,8 @@ def test_the_recipe_line_is_one_variable_away() -> None:
     ours, theirs = argv[3:], recipe[3:]
     # The recipe mounts the invoking user's ~/.cache/huggingface; the unit mounts the fleet's cache.
     theirs[theirs.index("-v") + 1] = "/var/lib/glm-fleet/huggingface:/root/.cache/huggingface"
+    # Behind the TLS front (sglang_server_tls), the server's port is on loopback at port + 10000.
+    theirs[theirs.index("-p") + 1] = "127.0.0.1:28080:18080"
     # What the unit adds: the persistent JIT caches (one directory per image), no downloads at start,
     # and every JIT cache pointed into that directory by name.
     jit = "/var/lib/glm-fleet/sglang-cache/aa9210e3507fef64:/root/.cache/sglang"
@@ -139,14 +146,14 @@ def test_an_8_gpu_node_runs_two_servers_each_with_its_own_gpus_port_name_and_fil
     argv = exec_start(second)
     assert argv[argv.index("--name") + 1] == "glm-b"
     assert argv[argv.index("--gpus") + 1] == '"device=4,5,6,7"'
-    assert argv[argv.index("-p") + 1] == "127.0.0.1:18081:18081"
+    assert argv[argv.index("-p") + 1] == "127.0.0.1:28081:18081"
     assert argv[argv.index("--port") + 1] == "18081"
     assert "/etc/glm-fleet/sglang/glm-b.yaml:/etc/sglang/config.yaml:ro" in argv
     assert argv[argv.index("--env-file") + 1] == "/etc/glm-fleet/sglang/glm-b.env"
-    assert "GLM-glm-b 18081" in second
+    assert "GLM-glm-b 28081" in second
     assert "ExecStop=/usr/bin/docker stop --time 60 glm-b" in second
     # everything else is the same line: one deployment, two replicas
-    differ = {"glm-a": "glm-b", "0,1,2,3": "4,5,6,7", "18080": "18081"}
+    differ = {"glm-a": "glm-b", "0,1,2,3": "4,5,6,7", "18080": "18081", "28080": "28081"}
     for old, new in differ.items():
         first = first.replace(old, new)
     assert first == second
@@ -160,11 +167,17 @@ def test_api_key_goes_to_a_mounted_config_file_not_the_command_line() -> None:
 
 
 @pytest.mark.parametrize(
-    ("bind", "published"),
-    [("0.0.0.0", "0.0.0.0:18080:18080"), ("::1", "[::1]:18080:18080")],  # noqa: S104 - rendering, not binding
+    ("bind", "tls", "published"),
+    [
+        ("0.0.0.0", False, "0.0.0.0:18080:18080"),  # noqa: S104 - rendering, not binding
+        ("::1", False, "[::1]:18080:18080"),
+        # Behind the TLS front, the server is the node's own whatever the bind address (the front's).
+        ("0.0.0.0", True, "127.0.0.1:28080:18080"),  # noqa: S104
+        ("10.0.0.5", True, "127.0.0.1:28080:18080"),
+    ],
 )
-def test_bind_address_is_published(bind: str, published: str) -> None:
-    argv = exec_start(render(sglang_server_bind_address=bind))
+def test_bind_address_is_published(bind: str, tls: bool, published: str) -> None:
+    argv = exec_start(render(sglang_server_bind_address=bind, sglang_server_tls=tls))
     assert argv[argv.index("-p") + 1] == published
 
 
@@ -237,12 +250,45 @@ def test_unsafe_text_names_entries_without_their_values() -> None:
 
 
 def test_the_port_guard_runs_before_every_start_with_the_allowed_sources() -> None:
-    unit = render(sglang_server_allowed_sources=["172.30.253.100", "10.20.0.0/16"])
+    sources = ["172.30.253.100", "10.20.0.0/16"]
+    unit = render(sglang_server_allowed_sources=sources, sglang_server_tls=False)
     line = next(x for x in unit.splitlines() if "sglang-port-guard" in x)
     assert shlex.split(line.removeprefix("ExecStartPre=")) == [
         "/usr/bin/python3", "/usr/local/libexec/glm-fleet/sglang-port-guard", "GLM-pareto-glm53-flash", "18080",
         "172.30.253.100", "10.20.0.0/16",
     ]  # fmt: skip
+    # Behind the TLS front, the plain port (on loopback) is closed to every other host.
+    line = next(x for x in render(sglang_server_allowed_sources=sources).splitlines() if "sglang-port-guard" in x)
+    assert shlex.split(line.removeprefix("ExecStartPre="))[2:] == ["GLM-pareto-glm53-flash", "28080"]
+
+
+def test_the_tls_front_takes_each_port_and_requires_a_client_certificate() -> None:
+    """stunnel's configuration: one section per server, the server's port on the bind address to
+    its loopback port, the node's certificate, and a client certificate of the site CA required."""
+    instances = [
+        {"name": "glm-a", "gpus": [0, 1, 2, 3], "port": 18080},
+        {"name": "glm-b", "gpus": [4, 5, 6, 7], "port": 18081},
+    ]
+    vars_ = play_vars(
+        sglang_server_instances=instances,
+        sglang_server_bind_address="10.0.0.5",
+        sglang_server_advertise_address="gpu-1",
+    )
+    conf = environment().from_string((ROLE / "templates" / "stunnel.conf.j2").read_text()).render(**vars_)
+    lines = [line for line in conf.splitlines() if line and not line.startswith(";")]
+    assert lines == [
+        "foreground = yes", "pid =", "syslog = no", "debug = warning",
+        "cert = /etc/stunnel/glm-fleet/server.pem", "key = /etc/stunnel/glm-fleet/server.key",
+        "CAfile = /etc/stunnel/glm-fleet/ca.pem", "verifyChain = yes", "requireCert = yes", "sslVersionMin = TLSv1.2",
+        "[glm-a]", "accept = 10.0.0.5:18080", "connect = 127.0.0.1:28080",
+        "[glm-b]", "accept = 10.0.0.5:18081", "connect = 127.0.0.1:28081",
+    ]  # fmt: skip
+    # The gateway and Prometheus reach them as https:// (http:// without the front).
+    assert vars_["__sglang_server_endpoints"] == ["https://gpu-1:18080", "https://gpu-1:18081"]
+    plain = play_vars(
+        sglang_server_instances=instances, sglang_server_advertise_address="gpu-1", sglang_server_tls=False
+    )
+    assert plain["__sglang_server_endpoints"] == ["http://gpu-1:18080", "http://gpu-1:18081"]
 
 
 def test_the_port_guard_drops_all_but_the_allowed_sources() -> None:
@@ -339,7 +385,7 @@ def test_the_precompile_runs_the_servers_container_and_arguments_but_the_keys() 
     config = ("-v", "/etc/glm-fleet/sglang/pareto-glm53-flash.yaml:/etc/sglang/config.yaml:ro")
     assert config in unit_options
     assert sorted(
-        set(unit_options) - {("--name", "pareto-glm53-flash"), ("-p", "127.0.0.1:18080:18080"), config}
+        set(unit_options) - {("--name", "pareto-glm53-flash"), ("-p", "127.0.0.1:28080:18080"), config}
     ) == sorted(set(pre_options) - {("--name", "pareto-glm53-flash-precompile"), ("--network", "none")})
     assert ("--network", "none") in pre_options
     image = unit[unit.index("--entrypoint") + 2]

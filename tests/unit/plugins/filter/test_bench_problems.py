@@ -94,3 +94,14 @@ def test_the_last_request_that_just_fits_is_accepted() -> None:
     # 12000 + 4000 + 8 x 4000 + 7 x 800 = 53600, plus its answer: 54400 tokens.
     assert bench_problems({**GOOD, "context_length": 54400}) == []
     assert len(bench_problems({**GOOD, "context_length": 54399})) == 1
+
+
+def test_servers_behind_their_tls_front_are_benchmarked_through_the_gateway_only() -> None:
+    fronts = {**GOOD, "bench_serving_targets": ["https://10.0.0.11:18080"], "bench_serving_via": "servers"}
+    assert bench_problems(fronts) == [
+        'bench_serving_via is servers, but ["https://10.0.0.11:18080"] are TLS fronts that require a client certificate'
+        " of the site CA (sglang_server_tls), which the load generators do not present: benchmark through the"
+        " gateway (bench_serving_via: gateway)"
+    ]
+    assert bench_problems({**fronts, "bench_serving_via": "gateway"}) == []
+    assert bench_problems({**fronts, "bench_serving_targets": ["http://10.0.0.11:18080"]}) == []

@@ -57,6 +57,27 @@ def test_each_gateways_front_door_is_probed_over_https_through_the_blackbox_expo
         scrape_configs({"gateway_https": {"cache-1": "http://10.0.0.5:443"}}, "127.0.0.1:9115")
 
 
+def test_servers_behind_their_tls_front_are_scraped_and_probed_over_mutual_tls() -> None:
+    tls = {
+        "ca_file": "/etc/prometheus/s/ca.pem",
+        "cert_file": "/etc/prometheus/s/c.pem",
+        "key_file": "/etc/prometheus/s/c.key",
+    }
+    servers = {"gpu-1": ["https://10.0.0.11:18080"]}
+    configs = jobs(scrape_configs({"sglang": servers}, "127.0.0.1:9115", tls=tls))
+    assert configs["glm-sglang"]["scheme"] == "https"
+    assert configs["glm-sglang"]["tls_config"] == tls
+    assert configs["glm-sglang"]["static_configs"] == [{"targets": ["10.0.0.11:18080"], "labels": {"node": "gpu-1"}}]
+    assert configs["glm-health-generate"]["relabel_configs"][0]["replacement"] == "https://$1/health_generate"
+    # No other job presents the client certificate.
+    plain = jobs(scrape_configs({**TARGETS, "sglang": servers}, "127.0.0.1:9115", tls=tls))
+    assert [name for name, job in plain.items() if "tls_config" in job] == ["glm-sglang"]
+    with pytest.raises(AnsibleFilterError, match="glm-sglang: a target must be an https://host:port URL"):
+        scrape_configs(TARGETS, "127.0.0.1:9115", tls=tls)
+    with pytest.raises(AnsibleFilterError, match="tls must be null or"):
+        scrape_configs({"sglang": servers}, "127.0.0.1:9115", tls={"ca_file": "/x"})
+
+
 def test_nothing_published_gives_no_jobs() -> None:
     assert scrape_configs({}, "127.0.0.1:9115") == []
 

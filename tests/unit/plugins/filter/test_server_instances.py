@@ -61,3 +61,19 @@ def test_every_problem_is_reported_at_once() -> None:
 def test_the_guard_chain_fits_iptables() -> None:
     assert guard_chain("pareto-glm53-flash") == "GLM-pareto-glm53-flash"
     assert len(guard_chain("x" * 63)) == 28
+
+
+def test_behind_the_tls_front_each_loopback_port_fits_and_is_no_servers_port() -> None:
+    two = [{"name": "a", "gpus": [0, 1, 2, 3], "port": 18080}, {"name": "b", "gpus": [4, 5, 6, 7], "port": 18081}]
+    assert server_instance_problems(two, 4, port_offset=10000) == []
+    assert server_instance_problems(two, 4, port_offset=1) == [
+        "sglang_server_tls_port_offset 1 puts a's loopback port at 18081, which is another server's port"
+    ]
+    assert server_instance_problems(two, 4, port_offset=50000) == [
+        "sglang_server_tls_port_offset 50000 puts a's loopback port at 68080, which is outside 1-65535",
+        "sglang_server_tls_port_offset 50000 puts b's loopback port at 68081, which is outside 1-65535",
+    ]
+    for bad in (0, "ten", True, None.__class__):
+        assert server_instance_problems(two, 4, port_offset=bad)[0].startswith(
+            "sglang_server_tls_port_offset must be a whole number other than 0"
+        )

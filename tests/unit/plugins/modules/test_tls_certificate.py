@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import socket
 import ssl
 import stat
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,7 @@ from ansible_collections.glm.fleet.plugins.modules.tls_certificate import apply,
 
 def params(tmp_path: Path, names: list[str]) -> dict:
     return {"ca_dir": str(tmp_path / "ca"), "ca_name": "test CA", "name": "gw", "names": names,
-            "ca_days": 1095, "days": 365}  # fmt: skip
+            "ca_days": 1095, "days": 365, "purpose": "server"}  # fmt: skip
 
 
 def test_a_new_ca_signs_a_certificate_that_python_ssl_trusts(tmp_path: Path) -> None:
@@ -71,7 +73,8 @@ def test_the_diff_shows_which_files_change_and_never_a_key(tmp_path: Path) -> No
     assert first["before"] == "".join(f"{paths[w]}: absent\n" for w in ("ca_key", "ca_cert", "key", "cert"))
     assert f"{paths['ca_cert']}: a new CA certificate CN=test CA, valid 1095 days\n" in first["after"]
     assert (
-        f"{paths['cert']}: a new certificate signed by the site CA, names 10.0.0.5, valid 365 days\n" in first["after"]
+        f"{paths['cert']}: a new server certificate signed by the site CA, names 10.0.0.5, valid 365 days\n"
+        in first["after"]
     )
     apply(p, paths)
     p["names"] = ["10.0.0.5", "gw.example.internal"]
@@ -81,7 +84,7 @@ def test_the_diff_shows_which_files_change_and_never_a_key(tmp_path: Path) -> No
     assert lines[paths["ca_key"]] == "a private key (not shown)"
     assert lines[paths["ca_cert"]].startswith("certificate CN=test CA, expires ")
     assert lines[paths["cert"]].startswith(
-        "a new certificate signed by the site CA, names 10.0.0.5, gw.example.internal"
+        "a new server certificate signed by the site CA, names 10.0.0.5, gw.example.internal"
     )
     old_cert = dict(line.split(": ", 1) for line in second["before"].splitlines())[paths["cert"]]
     assert old_cert.startswith("certificate CN=10.0.0.5, names 10.0.0.5, expires ")
@@ -109,3 +112,57 @@ def test_by_default_the_ca_lives_three_years_and_a_certificate_one(tmp_path: Pat
     cert = x509.load_pem_x509_certificate(Path(out["cert"]).read_bytes())
     assert (ca.not_valid_after_utc - ca.not_valid_before_utc).days <= 1095
     assert (cert.not_valid_after_utc - cert.not_valid_before_utc).days <= 365
+
+
+def handshake(server: Path, client: tuple[Path, Path] | None, ca: Path) -> str:
+    """A TLS server that requires a client certificate of the CA (as the GPU nodes' front does), and
+    one client: what the server made of it."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_ctx.load_cert_chain(server / "srv.pem", server / "srv.key")
+    server_ctx.load_verify_locations(ca)
+    server_ctx.verify_mode = ssl.CERT_REQUIRED
+    seen: list[str] = []
+
+    def serve() -> None:
+        conn = listener.accept()[0]
+        try:
+            with server_ctx.wrap_socket(conn, server_side=True) as tls:
+                seen.append("accepted " + dict(x[0] for x in tls.getpeercert()["subject"])["commonName"])
+                tls.sendall(b"ok")
+        except ssl.SSLError as exc:
+            seen.append(f"refused: {exc.reason}")
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    ctx = ssl.create_default_context(cafile=ca)
+    if client:
+        ctx.load_cert_chain(*client)
+    try:
+        with (
+            socket.create_connection(listener.getsockname()) as raw,
+            ctx.wrap_socket(raw, server_hostname="srv") as tls,
+        ):
+            tls.recv(2)
+    except (ssl.SSLError, ConnectionError):
+        pass
+    thread.join(5)
+    listener.close()
+    return seen[0]
+
+
+def test_a_client_certificate_passes_mutual_tls_and_a_servers_certificate_does_not(tmp_path: Path) -> None:
+    server = params(tmp_path, ["srv"]) | {"name": "srv"}
+    apply(server, plan(server)[0])
+    client = params(tmp_path, ["gateway-1"]) | {"name": "gw-client", "purpose": "client"}
+    paths, todo = plan(client)
+    assert todo == ["key: none yet", "cert: issued with the new files"]  # same CA; a key of its own
+    apply(client, paths)
+    assert plan(client)[1] == []
+    ca, d = tmp_path / "ca" / "ca.pem", tmp_path / "ca"
+    assert handshake(d, (d / "gw-client.pem", d / "gw-client.key"), ca) == "accepted gateway-1"
+    # A server's certificate of the same CA is no client's (its extended key usage), nor is none.
+    assert handshake(d, (d / "srv.pem", d / "srv.key"), ca).startswith("refused")
+    assert handshake(d, None, ca).startswith("refused")
+    # A certificate issued for the other purpose is issued again.
+    assert plan(client | {"purpose": "server"})[1] == ["cert: not a server certificate (its extended key usage)"]
