@@ -5,7 +5,7 @@
 Runs on a lab where site.yml has run (make bench runs it after bench/fleet.py). From the gateway's
 host (which holds the client certificate a server's front requires), one load generator streams /v1/messages requests
 (a) straight to one SGLang server with the servers' key, then (b) through the gateway's HTTPS front
-door with a developer's key, the same number at the same concurrency, in the same run. Both speak
+door with the fleet probe's key, the same number at the same concurrency, in the same run. Both speak
 TLS to the server's front with the gateway's client certificate, as the router does. The servers
 generate at a fixed pace per token (the stand-in's switch) so that time to first token and
 throughput are the serving path's, not a tight loop's. Prints TTFT p50/p95 and output tokens per
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
                        "key": (lab.STATE_DIR / "api_key").read_text().strip()}  # fmt: skip
     through = common | {
         "tls": True, "host": lab.SITE_CACHE_ADDRESS, "port": 443, "ca": "/etc/glm-fleet/gateway/tls/ca.pem",
-        "key": (secrets / "developer-keys" / "laptop-1.key").read_text().strip(),
+        "key": (secrets / "probe.key").read_text().strip(),  # the fleet probe's (gateway_probe_name)
     }  # fmt: skip
     set_pace(servers, args.seconds_per_token)
     try:

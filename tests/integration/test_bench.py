@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from conftest import REPO, Runner, lab, run_log, site_stage
-from test_gateway import developer_key, in_node, router_workers, server_containers
+from test_gateway import SECRETS, in_node, router_workers, server_containers
 
 PLAYBOOK = REPO / "playbooks" / "bench_serving.yml"
 PACE_FILE = "/tmp/glm-standin-seconds-per-token"  # noqa: S108 - the stand-in's switches, inside its container
@@ -25,6 +25,11 @@ PREFILL_FILE = "/tmp/glm-standin-prefill-tokens-per-second"  # noqa: S108
 PREFILL = 10000  # tokens/s of one server's prefill
 RATE, CAP = 20.0, 60.0  # tokens/s of one stream, and of one server (low enough that 2 cores carry it)
 USERS = 24  # 8 streams on each of the 3 servers (round-robin), well over CAP / RATE = 3
+
+
+def probe_key() -> str:
+    """The key the benchmark sends by default: the fleet probe's (glm.fleet.gateway's gateway_probe_name)."""
+    return (SECRETS / "probe.key").read_text().strip()
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +91,7 @@ def aiperf_generated_the_load_without_the_key(
     assert json.loads(config.read_text())["benchmark"]["endpoint"]["api_key"] == "${GLM_FLEET_BENCH_API_KEY}"
     assert sum(1 for _line in (config.parent / "profile_export.jsonl").open()) == 2 * USERS
     assert (report / "tokenizer" / "tokenizer.json").is_file()
-    key = developer_key("laptop-1")
+    key = probe_key()
     files = [path for path in report.rglob("*") if path.is_file()]
     assert len(files) > 10
     assert key not in log
@@ -191,7 +196,7 @@ def test_claude_codes_shape_is_served_from_the_prefix_cache_and_priced_at_its_mi
     assert "## Claude Code profile: conversations that grow a shared prefix" in markdown
     assert f"| $ per 1M cached input tokens | {cost['usd_per_1m_cached_input']} | 0.05 |" in markdown
     assert "## Synthetic profile" not in markdown
-    key = developer_key("laptop-1")
+    key = probe_key()
     for path in (path for path in report.rglob("*") if path.is_file()):
         assert key not in path.read_bytes().decode(errors="replace"), path
 

@@ -132,6 +132,36 @@ def test_a_developer_key_opens_the_serving_routes_and_nothing_else(gateway: dict
     assert call("/v1/./chat/completions", key) == "200"
 
 
+def responses_by_developer() -> dict[str, float]:
+    """The gateway's answers so far by developer (mtail's counter over nginx's log), all statuses."""
+    text = in_node(GATEWAY, "curl", "-s", "http://127.0.0.1:3903/metrics")
+    counts: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("glm_gateway_responses_total{"):
+            developer = line.split('developer="', 1)[1].split('"', 1)[0]
+            counts[developer] = counts.get(developer, 0.0) + float(line.rsplit(" ", 1)[1])
+    return counts
+
+
+def test_the_fleet_report_probes_with_a_key_of_its_own_not_a_developers(
+    runner: Runner, gateway: dict[str, Any]
+) -> None:
+    """The report's streamed message goes through the front door with the fleet probe's key: nginx
+    counts it under fleet-probe, not under a developer, and the probe's key is no developer's."""
+    probe = (SECRETS / "probe.key").read_text().strip()
+    assert (SECRETS / "probe.key").stat().st_mode & 0o777 == 0o600
+    assert probe not in {developer_key("laptop-1")}
+    assert not (SECRETS / "bundles" / "fleet-probe.yml").exists()
+    before = responses_by_developer()
+    report = runner.playbook(REPO / "playbooks" / "fleet_report.yml")
+    assert report.status == "successful", run_log(report)
+    assert "front door OK (a streamed message, HTTP 200)" in run_log(report)
+    assert probe not in run_log(report)
+    after = responses_by_developer()
+    assert after.get("fleet-probe", 0.0) - before.get("fleet-probe", 0.0) == 1.0, (before, after)
+    assert after.get("laptop-1", 0.0) == before.get("laptop-1", 0.0), (before, after)
+
+
 def test_the_gateway_does_not_tell_its_version(gateway: dict[str, Any]) -> None:
     script = f"curl -s -k -D - -o /dev/null https://{lab.SITE_CACHE_ADDRESS}/no-such-route"  # headers only
     headers = in_node(LAPTOP, "bash", "-c", script).lower()
