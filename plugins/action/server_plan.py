@@ -21,7 +21,7 @@ from ansible_collections.glm.fleet.plugins.plugin_utils import _server_plan
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _VALID_ARGS = frozenset(
-        ("servers", "changed", "host", "snapshot", "probe", "rollout_group", "steady_group", "image")
+        ("servers", "changed", "host", "snapshot", "probe", "rollout_group", "steady_group", "image", "guards", "files")
     )
 
     def run(self, tmp: str | None = None, task_vars: dict | None = None) -> dict:
@@ -35,6 +35,7 @@ class ActionModule(ActionBase):
         args = {  # the node half needs neither the stat results nor the snapshot
             "servers": list(plan.servers), "changed": list(plan.changed), "probe": plan.probe,
             "rollout_group": plan.rollout_group, "steady_group": plan.steady_group, "image": plan.image,
+            "guards": plan.guards, "files": plan.files,
         }  # fmt: skip
         read = self._execute_module(module_name="glm.fleet.server_plan", module_args=args, task_vars=task_vars)
         if read.get("failed"):
@@ -46,9 +47,12 @@ class ActionModule(ActionBase):
             for server, health in zip(plan.unchanged, read.get("health", []), strict=True)
         ]
         report = {"results": results}
+        guards_missing = read.get("guards_missing") or {}
+        # A node file that differs from what the controller holds (a renewed certificate) would change.
+        host = {**plan.host, **{label: {"changed": True} for label in read.get("files_differ") or []}}
         reasons = rollout_reasons(
             list(plan.changed), [s["name"] for s in plan.servers],
-            host=plan.host, systemd=systemd, health=report, snapshot=plan.snapshot,
+            host=host, systemd=systemd, health=report, snapshot=plan.snapshot, guards=guards_missing,
         )  # fmt: skip
         result.update(
             changed=False,
@@ -58,6 +62,7 @@ class ActionModule(ActionBase):
             join_group=plan.rollout_group if reasons else plan.steady_group,
             image_sglang_version=read.get("image_sglang_version"),
             image_error=read.get("image_error", ""),
+            guards_missing=guards_missing,
             msg="; ".join(reasons) or "every server runs as configured and serves",
         )
         return result

@@ -50,6 +50,10 @@ options:
     description: The registered, looped check-mode result of C(glm.fleet.file_snapshot) on each server (optional).
     type: dict
     default: {}
+  guards:
+    description: The servers whose port guard is not in place, each to what is missing (optional).
+    type: dict
+    default: {}
 """
 
 EXAMPLES = r"""
@@ -112,6 +116,7 @@ def rollout_reasons(
     systemd: str = "",
     health: dict[str, Any] | None = None,
     snapshot: dict[str, Any] | None = None,
+    guards: dict[str, str] | None = None,
 ) -> list[str]:
     reasons = [
         f"the node's {label} would change" for label, result in (host or {}).items() if (result or {}).get("changed")
@@ -122,6 +127,8 @@ def rollout_reasons(
         reason = server_reason(name, shown.get(name), checked.get(name))
         if reason is None and snapshots.get(name, {}).get("changed"):
             reason = f"{name}: its last good copy is out of date"
+        if reason is None and (guards or {}).get(name):
+            reason = f"{name}: its port guard is not in place ({guards[name]})"
         if reason is not None:
             reasons.append(reason)
     return reasons

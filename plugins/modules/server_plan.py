@@ -67,6 +67,20 @@ options:
         description: M(glm.fleet.sglang_health)'s O(glm.fleet.sglang_health#module:expected).
         type: dict
         default: {}
+  guards:
+    description:
+      - Each server's port guard, to check in place on the node (a firewall reload or an C(iptables -F) takes
+        its rules away while the server runs) - C(program), the guard's path (run by C(python3) with
+        C(--check)), and C(servers), each server's name to the guard's arguments (chain, port, allowed
+        sources). A server not in O(changed) whose guard is not in place is a reason, named in
+        RV(guards_missing).
+    type: dict
+  files:
+    description:
+      - Files of the node that must hold given content, by label (the TLS front's certificate, which the
+        controller renews), each C(path) and C(sha256). One that is missing or differs is a reason
+        (C(the node's <label> would change)), named in RV(files_differ).
+    type: dict
   image:
     description:
       - An image on the node, pinned by digest, whose SGLang release to read (RV(image_sglang_version)). In a
@@ -133,6 +147,15 @@ systemd:
   description: The output of C(systemctl show) for the units of the servers probed.
   returned: always
   type: str
+files_differ:
+  description: The labels of O(files) whose file is missing or holds other content.
+  returned: always
+  type: list
+  elements: str
+guards_missing:
+  description: The servers (not in O(changed)) whose port guard is not in place, each to what is missing.
+  returned: always
+  type: dict
 reasons:
   description: One sentence per reason the node needs the rolling restart; empty when it stays steady.
   returned: always
@@ -140,6 +163,7 @@ reasons:
   elements: str
 """
 
+import hashlib
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
@@ -169,6 +193,8 @@ def main() -> None:
             "rollout_group": {"type": "str", "required": True},
             "steady_group": {"type": "str", "required": True},
             "image": {"type": "str"},
+            "guards": {"type": "dict"},
+            "files": {"type": "dict"},
         },
         supports_check_mode=True,
     )
@@ -190,7 +216,39 @@ def main() -> None:
         release = pool.submit(image_release, module, image) if image else None
         health = list(pool.map(lambda server: probe(params, server["port"] + offset), unchanged))
         version, error = release.result() if release else (None, "")
-    module.exit_json(changed=False, systemd=systemd, health=health, image_sglang_version=version, image_error=error)
+    missing = guards_missing(module, module.params["guards"] or {}, [server["name"] for server in unchanged])
+    module.exit_json(
+        changed=False, systemd=systemd, health=health, image_sglang_version=version, image_error=error,
+        guards_missing=missing, files_differ=files_differ(module.params["files"] or {}),
+    )  # fmt: skip
+
+
+def files_differ(files: dict) -> list[str]:
+    """The labels whose file is missing or whose content's sha256 is not the one given."""
+    differ = []
+    for label, want in sorted(files.items()):
+        try:
+            with open(str(want["path"]), "rb") as f:
+                have = hashlib.sha256(f.read()).hexdigest()
+        except OSError:
+            have = ""
+        if have != str(want.get("sha256", "")):
+            differ.append(label)
+    return differ
+
+
+def guards_missing(module: AnsibleModule, guards: dict, names: list[str]) -> dict[str, str]:
+    """Each named server whose port guard is not in place (the guard's --check), to what is missing."""
+    program, argv_by_server = guards.get("program"), guards.get("servers") or {}
+    missing = {}
+    for name in names:
+        if not program or name not in argv_by_server:
+            continue
+        argv = ["python3", str(program), "--check", *(str(word) for word in argv_by_server[name])]
+        rc, out, err = module.run_command(argv)
+        if rc != 0:
+            missing[name] = (out.strip() or err.strip() or f"exit status {rc}").splitlines()[-1]
+    return missing
 
 
 def image_release(module: AnsibleModule, image: str) -> tuple[str | None, str]:

@@ -27,6 +27,8 @@ class Plan:
     rollout_group: str
     steady_group: str
     image: str | None = None
+    guards: dict[str, Any] | None = None
+    files: dict[str, Any] | None = None
 
     @property
     def unchanged(self) -> list[dict[str, Any]]:
@@ -36,7 +38,9 @@ class Plan:
 
 def parse(args: Mapping[str, Any]) -> Plan:
     """The action's arguments; ValueError naming the argument and its value."""
-    unknown = set(args) - {"servers", "changed", "host", "snapshot", "probe", "rollout_group", "steady_group", "image"}
+    unknown = set(args) - {
+        "servers", "changed", "host", "snapshot", "probe", "rollout_group", "steady_group", "image", "guards", "files"
+    }  # fmt: skip
     if unknown:
         raise ValueError(f"unknown arguments: {sorted(unknown)}")
     servers = args.get("servers")
@@ -69,8 +73,21 @@ def parse(args: Mapping[str, Any]) -> Plan:
     image = args.get("image") or None
     if image is not None and not pinned_image(image):
         raise ValueError(f"image must be pinned by digest, NAME[:TAG]@sha256:<64 hex>; got {image!r}")
+    guards = args.get("guards") or None
+    if guards is not None and (not isinstance(guards, Mapping) or set(guards) != {"program", "servers"}):
+        raise ValueError(f"guards must be null or {{program, servers}}; got {guards!r}")
     return Plan(
         tuple(dict(s) for s in servers), tuple(changed), dict(host), dict(snapshot) if snapshot else None,
         {key: value for key, value in probe.items() if value not in (None, "")}, str(groups[0]), str(groups[1]),
-        image,
+        image, dict(guards) if guards else None, _files(args.get("files")),
     )  # fmt: skip
+
+
+def _files(files: Any) -> dict[str, Any] | None:
+    if not files:
+        return None
+    if not isinstance(files, Mapping) or not all(
+        isinstance(want, Mapping) and set(want) == {"path", "sha256"} for want in files.values()
+    ):
+        raise ValueError(f"files must be null or a mapping of label to {{path, sha256}}; got {files!r}")
+    return {str(label): dict(want) for label, want in files.items()}

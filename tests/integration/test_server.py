@@ -10,7 +10,17 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import PRECOMPILE_TASK, REPO, Runner, host_results, lab, rollout_plan, router_workers, run_log
+from conftest import (
+    NO_ROLLOUT,
+    PRECOMPILE_TASK,
+    REPO,
+    Runner,
+    host_results,
+    lab,
+    rollout_plan,
+    router_workers,
+    run_log,
+)
 
 PLAYBOOK = REPO / "playbooks" / "sglang_server.yml"
 UNIT = "pareto-glm53-flash"
@@ -115,6 +125,51 @@ def test_a_run_restarts_only_the_node_whose_server_stopped_and_says_why(runner: 
     assert node_exec(node, "systemctl", "is-active", f"{UNIT}.service") == "active"
     assert health(runner, node, timeout=60)[node]["ready"]
     assert container_id(other) == untouched
+
+
+def test_a_port_guard_that_went_away_is_put_back_without_a_restart(runner: Runner, serving: list[str]) -> None:
+    """A firewall reload or `iptables -F` takes the port guard's rules away while the server runs:
+    the next run's plan names it, puts the rules back and restarts nothing; the run after is steady."""
+    node, chain = serving[0], f"GLM-{UNIT}"[:28]
+    untouched = container_id(node)
+    rules = node_exec(node, "iptables", "-S", chain)
+    node_exec(node, "iptables", "-F", chain)
+    run = runner.playbook(PLAYBOOK)
+    assert run.status == "successful", run_log(run)
+    assert rollout_plan(run) == {
+        node: f"{UNIT}: its port guard is not in place (the chain {chain} holds other rules than accept none,"
+        " drop the rest)"
+    }
+    assert node_exec(node, "iptables", "-S", chain) == rules
+    assert container_id(node) == untouched
+    again = runner.playbook(PLAYBOOK)
+    assert again.status == "successful", run_log(again)
+    assert rollout_plan(again) == NO_ROLLOUT
+
+
+def test_a_certificate_issued_anew_reaches_the_nodes_front_without_restarting_a_server(
+    runner: Runner, serving: list[str]
+) -> None:
+    """The controller issues a node's certificate anew (here: its file removed, as a renewal 30 days
+    before expiry replaces it): the next run's live look finds the node's copy differs, brings the new
+    one to the node and restarts the TLS front, not the servers; the run after is steady."""
+    node = serving[0]
+    issued = lab.INVENTORY.parent / ".secrets" / "ca" / f"{node}.pem"
+    old = issued.read_bytes()
+    untouched = container_id(node)
+    front_pid = node_exec(node, "systemctl", "show", "--property=MainPID", "--value", "glm-sglang-tls.service")
+    issued.unlink()
+    run = runner.playbook(PLAYBOOK)
+    assert run.status == "successful", run_log(run)
+    assert rollout_plan(run) == {node: "the node's TLS front certificate would change"}
+    new = issued.read_bytes()
+    assert new != old
+    assert node_exec(node, "cat", "/etc/stunnel/glm-fleet/server.pem") == new.decode().strip()
+    assert node_exec(node, "systemctl", "show", "--property=MainPID", "--value", "glm-sglang-tls.service") != front_pid
+    assert container_id(node) == untouched
+    again = runner.playbook(PLAYBOOK)
+    assert again.status == "successful", run_log(again)
+    assert rollout_plan(again) == NO_ROLLOUT
 
 
 def test_hung_generation_fails_health_although_health_endpoint_says_200(runner: Runner, hung_generation: str) -> None:
@@ -308,10 +363,11 @@ def test_the_port_speaks_mutual_tls_and_lets_in_only_the_gateways_certificate(se
     # curl 56: the front ends the connection (no HTTP answer at all).
     for node in ("cache-1", "laptop-1", other):
         assert curl(node, f"http://{address}:18080/health")[0] in (52, 56), node
+    # The front's alert ends the handshake (curl 35) or, in TLS 1.3, the first read after it (56).
     node_ca = "/etc/stunnel/glm-fleet/ca.pem"
-    assert curl(other, front, "--cacert", node_ca)[0] == 56  # no client certificate
+    assert curl(other, front, "--cacert", node_ca)[0] in (35, 56)  # no client certificate
     assert curl(other, front, "--cacert", node_ca, "--cert", "/etc/stunnel/glm-fleet/server.pem",
-                "--key", "/etc/stunnel/glm-fleet/server.key")[0] == 56  # a server's certificate  # fmt: skip
+                "--key", "/etc/stunnel/glm-fleet/server.key")[0] in (35, 56)  # a server's certificate  # fmt: skip
     for node in ("cache-1", other):
         assert curl(node, f"http://{address}:28080/health")[0] in (7, 28), node  # refused or dropped
     assert node_exec(serving[0], "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}",

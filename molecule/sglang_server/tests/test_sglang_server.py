@@ -128,7 +128,7 @@ def test_the_tls_front_takes_the_port_and_requires_a_client_certificate(host) ->
     assert plain.rc in (52, 56), plain
     assert plain.stdout == "000", plain
     anonymous = host.run("curl -sk -o /dev/null --max-time 3 https://127.0.0.1:18080/health")
-    assert anonymous.rc == 56, anonymous  # the front ends the handshake: certificate required
+    assert anonymous.rc in (35, 56), anonymous  # the front ends the handshake (or the read after it)
 
 
 def test_health_module_passes(host) -> None:  # noqa: ANN001

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import subprocess
 from typing import Any
 
 import jinja2
@@ -302,6 +303,56 @@ def test_the_port_guard_drops_all_but_the_allowed_sources() -> None:
     assert guard.jump("GLM-x", 18080) == [
         "DOCKER-USER", "-p", "tcp", "-m", "conntrack", "--ctstate", "NEW", "--ctorigdstport", "18080", "-j", "GLM-x",
     ]  # fmt: skip
+
+
+class FakeTables:
+    """iptables' filter table as the guard uses it: -N, -F, -A, -I, -C, -S and -L on chains of rules."""
+
+    def __init__(self) -> None:
+        self.chains: dict[str, list[list[str]]] = {"FORWARD": [["-j", "DOCKER-USER"]], "DOCKER-USER": []}
+
+    def __call__(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        op, chain, rule = args[0], args[1], list(args[2:])
+        ok, out = True, ""
+        if op in ("-N", "-F"):
+            self.chains[chain] = []
+        elif op in ("-A", "-I"):
+            self.chains[chain].insert(0 if op == "-I" else len(self.chains[chain]), rule)
+        elif op == "-C":
+            ok = rule in self.chains.get(chain, [])
+        elif op in ("-S", "-n"):
+            chain = args[-1]
+            ok = chain in self.chains
+            out = "".join(f"-A {chain} {' '.join(r)}\n" for r in self.chains.get(chain, []))
+        if check and not ok:
+            raise subprocess.CalledProcessError(1, ["iptables", *args], "", "No chain/target/match by that name.")
+        return subprocess.CompletedProcess(["iptables", *args], 0 if ok else 1, out, "")
+
+
+def test_a_guard_that_is_not_in_place_is_named_and_one_that_would_guard_nothing_does_not_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    guard = load_file(ROLE / "files" / "sglang_port_guard.py")
+    tables = FakeTables()
+    monkeypatch.setattr(guard, "iptables", tables)
+    assert guard.main(["GLM-x", "28080"]) == 0
+    assert guard.check("GLM-x", 28080, []) == []
+    assert guard.main(["--check", "GLM-x", "28080"]) == 0
+    # A firewall reload or `iptables -F` while the server runs: the plan's check names it.
+    tables.chains["GLM-x"] = []
+    tables.chains["DOCKER-USER"] = []
+    assert guard.check("GLM-x", 28080, []) == [
+        "DOCKER-USER does not send port 28080 to GLM-x",
+        "the chain GLM-x holds other rules than accept none, drop the rest",
+    ]
+    assert guard.main(["--check", "GLM-x", "28080"]) == 3
+    assert guard.check("GLM-x", 28080, ["10.0.0.5"])[-1].endswith("accept 10.0.0.5, drop the rest")
+    assert guard.main(["GLM-x", "28080"]) == 0  # put back
+    assert guard.check("GLM-x", 28080, []) == []
+    # Where FORWARD does not pass through DOCKER-USER, the rules guard nothing: the server does not start.
+    tables.chains["FORWARD"] = []
+    assert guard.check("GLM-x", 28080, []) == ["the FORWARD chain does not jump to DOCKER-USER"]
+    assert guard.main(["GLM-x", "28080"]) == 1
 
 
 def test_every_jit_cache_is_named_into_the_images_own_directory() -> None:

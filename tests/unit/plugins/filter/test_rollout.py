@@ -77,3 +77,14 @@ def test_no_snapshot_check_is_not_a_reason() -> None:
     checks = steady()
     del checks["snapshot"]
     assert rollout_reasons([], NAMES, **checks) == []
+
+
+def test_a_running_server_whose_port_guard_went_away_is_a_reason() -> None:
+    missing = {"b": "DOCKER-USER does not send port 28081 to GLM-b"}
+    assert rollout_reasons([], NAMES, guards=missing, **steady()) == [
+        "b: its port guard is not in place (DOCKER-USER does not send port 28081 to GLM-b)"
+    ]
+    # A server that restarts puts its guard back before it starts: its change is the reason.
+    assert rollout_reasons(["b"], NAMES, guards=missing, **steady()) == [
+        "b: its unit, keys or environment would change"
+    ]
