@@ -174,7 +174,8 @@ def test_random_and_missing_keys_get_401_and_admin_routes_404(host) -> None:  # 
 
 def test_no_key_in_argv_logs_or_readable_files(host) -> None:  # noqa: ANN001
     server_key = (REPO / ".lab" / "api_key").read_text().strip()
-    secrets = [server_key, developer_key("alice"), developer_key("bob")]
+    probe_key = (SECRETS / "probe.key").read_text().strip()  # the fleet report's and the benchmark's
+    secrets = [server_key, developer_key("alice"), developer_key("bob"), probe_key]
     argv = host.check_output("ps -eo args")
     journal = host.check_output("journalctl --no-pager -u glm-gateway -u nginx")
     nginx_logs = host.check_output("cat /var/log/nginx/*.log")
@@ -196,15 +197,17 @@ def test_no_key_in_argv_logs_or_readable_files(host) -> None:  # noqa: ANN001
     ):
         f = host.file(path)
         assert (f.user, f.mode) == ("root", 0o600), path
-    # The gateway holds no developer's key, only its SHA-256 (nginx hashes the key a request presents).
-    for name in ("alice", "bob"):
-        found = host.run(f"grep -rlF -- '{developer_key(name)}' /etc/glm-fleet /etc/nginx /etc/systemd/system")
+    # The gateway holds no developer's key, only its SHA-256 (nginx hashes the key a request presents);
+    # nor the fleet probe's (the report's and the benchmark's), which never expires.
+    for name, key in (("alice", developer_key("alice")), ("bob", developer_key("bob")), ("fleet-probe", probe_key)):
+        found = host.run(f"grep -rlF -- '{key}' /etc/glm-fleet /etc/nginx /etc/systemd/system")
         assert (found.rc, found.stdout) == (1, ""), found.stdout
-        digest = hashlib.sha256(developer_key(name).encode()).hexdigest()
+        digest = hashlib.sha256(key.encode()).hexdigest()
         assert f'"{digest}" "{name}";' in host.file("/etc/glm-fleet/gateway/nginx/developer-keys.map").content_string
     records = json.loads(host.file("/etc/glm-fleet/gateway/keys.json").content_string)["developers"]
-    assert sorted(records) == ["alice", "bob"]
+    assert sorted(records) == ["alice", "bob", "fleet-probe"]
     assert all(set(record) == {"sha256", "expires"} for record in records.values())
+    assert records["fleet-probe"]["expires"] is None
     assert server_key in host.file("/etc/glm-fleet/gateway/nginx/upstream-auth.conf").content_string
     assert server_key not in host.file("/etc/nginx/sites-available/glm-fleet-gateway.conf").content_string
 
