@@ -23,6 +23,10 @@ PACE_FILE = "/tmp/glm-standin-seconds-per-token"  # noqa: S108 - the stand-in's 
 CAP_FILE = "/tmp/glm-standin-max-tokens-per-second"  # noqa: S108
 PREFILL_FILE = "/tmp/glm-standin-prefill-tokens-per-second"  # noqa: S108
 PREFILL = 10000  # tokens/s of one server's prefill
+# tokens/s of one stream's decode in the Claude Code profile, about a B200's for one user: unpaced,
+# the stand-in's tokens come faster than a TLS record, so they arrive together and no time between
+# tokens (nor a speed per user) can be measured
+DECODE = 250
 RATE, CAP = 20.0, 60.0  # tokens/s of one stream, and of one server (low enough that 2 cores carry it)
 USERS = 24  # 8 streams on each of the 3 servers (round-robin), well over CAP / RATE = 3
 
@@ -107,7 +111,8 @@ SHAPE = {"turns": 4, "system_tokens": 1500, "context_tokens": 500, "turn_tokens"
 def claude_code_profile(runner: Runner, lab_state: dict[str, Any], tmp_path: Path) -> tuple[Path, Any]:
     """The Claude Code profile at 1 and 4 users on the fleet's routing policy (cache_aware: a lab on
     which this module ran before is on round-robin), with the servers computing the part of a prompt
-    not cached at PREFILL tokens/s before the first token. Returns the report's directory and the run."""
+    not cached at PREFILL tokens/s before the first token, then DECODE tokens/s. Returns the report's
+    directory and the run."""
     router = json.loads(in_node("glm-lab-cache-1", "cat", "/etc/glm-fleet/gateway/router.json"))
     if router["argv"][router["argv"].index("--policy") + 1] != "cache_aware":
         site_stage(tmp_path / "stage", "gateway", {"gateway_policy": "cache_aware"})
@@ -115,7 +120,8 @@ def claude_code_profile(runner: Runner, lab_state: dict[str, Any], tmp_path: Pat
     report = tmp_path / "bench-report"
     try:
         for node, name in servers:
-            in_node(node, "docker", "exec", name, "sh", "-c", f"echo {PREFILL} > {PREFILL_FILE}")
+            paced = f"echo {PREFILL} > {PREFILL_FILE}; echo {1 / DECODE} > {PACE_FILE}"
+            in_node(node, "docker", "exec", name, "sh", "-c", paced)
         run = runner.playbook(PLAYBOOK, extravars={
             "bench_serving_profiles": ["claude_code"], "bench_serving_claude_code_concurrency": [1, 4],
             **{f"bench_serving_claude_code_{name}": value for name, value in SHAPE.items()},
@@ -124,7 +130,7 @@ def claude_code_profile(runner: Runner, lab_state: dict[str, Any], tmp_path: Pat
         })  # fmt: skip
     finally:
         for node, name in servers:
-            in_node(node, "docker", "exec", name, "rm", "-f", PREFILL_FILE)
+            in_node(node, "docker", "exec", name, "rm", "-f", PREFILL_FILE, PACE_FILE)
     return report, run
 
 
