@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 from collections.abc import Callable
@@ -53,6 +54,19 @@ USAGE_HEADER_RE = re.compile(r"x-request-id-[a-z0-9][a-z0-9-]{0,47}", re.IGNOREC
 DEVELOPER_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 LYCEUM_KEY_RE = re.compile(r"lk_[!-~]+")
 SIZES = ("deployment_tp_size", "deployment_ep_size", "deployment_context_length")
+LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+HOST_NAME_RE = re.compile(rf"(?=.{{1,253}}\Z){LABEL}(\.{LABEL})*")
+
+
+def floating_address(value: str) -> bool:
+    """Empty (no floating address), or one IPv4 address a host of the LAN can hold (VRRP)."""
+    if value == "":
+        return True
+    try:
+        address = ipaddress.IPv4Address(value)
+    except ValueError:
+        return False
+    return not (address.is_loopback or address.is_multicast or address.is_unspecified or address.is_reserved)
 
 
 # Each text setting: whether a value fits (a full match), and the rule the message states.
@@ -67,6 +81,14 @@ GRAMMARS: dict[str, tuple[Callable[[str], bool], str]] = {
     "deployment_served_model_name": (
         lambda v: SERVED_NAME_RE.fullmatch(v) is not None,
         "must be a model name (letters, digits and ._/:@+-, no spaces or control characters)",
+    ),
+    "deployment_gateway_address": (
+        floating_address,
+        "must be empty or one IPv4 address of the gateway hosts' LAN (not loopback, multicast or 0.0.0.0)",
+    ),
+    "deployment_gateway_name": (
+        lambda v: v == "" or HOST_NAME_RE.fullmatch(v) is not None,
+        "must be empty or a DNS name (letters, digits, - and dots)",
     ),
     "deployment_usage_label_header": (
         lambda v: USAGE_HEADER_RE.fullmatch(v) is not None,

@@ -97,6 +97,7 @@ created:
   returned: always
 """
 
+import fcntl
 import os
 import re
 
@@ -153,8 +154,16 @@ def diff(params: dict, paths: dict[str, str], todo: list[str]) -> dict[str, str]
 
 
 def apply(params: dict, paths: dict[str, str]) -> None:
+    """One issuer at a time in the CA directory: the hosts of a play issue their certificates at once,
+    and on a new site each would otherwise create a CA of its own."""
     os.makedirs(params["ca_dir"], mode=0o700, exist_ok=True)
     os.chmod(params["ca_dir"], 0o700)
+    with open(os.path.join(params["ca_dir"], ".lock"), "a", encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _issue(params, paths)
+
+
+def _issue(params: dict, paths: dict[str, str]) -> None:
     if read(paths["ca_key"]) is None:
         write_private(paths["ca_key"], _tls.new_key_pem(), 0o600)
     ca_key = read(paths["ca_key"]) or b""

@@ -409,3 +409,101 @@ def test_a_key_helper_gives_the_key_and_runs_again_on_a_401(onboarded: dict[str,
         in_node(laptop, "rm", "-rf", helper)
     assert removed.status == "successful", run_log(removed)
     assert in_node(laptop, "test", "-e", f"/home/dev/{root}/fleet/settings.json", check=False).returncode == 1
+
+
+GATEWAYS = ("cache-1", "gateway-2")  # the lab's gateway hosts, in the inventory's order
+KEYS_UNIT = "glm-fleet-gateway-keys.service"
+
+
+def holders() -> list[str]:
+    """The gateway hosts that hold the front door's floating address now."""
+    held = []
+    for name in GATEWAYS:
+        addresses = in_node(f"{lab.PREFIX}-{name}", "ip", "-4", "-o", "addr", "show", check=False).stdout
+        if f"inet {lab.FRONT_DOOR_ADDRESS}/32 " in addresses:
+            held.append(name)
+    return held
+
+
+def month_of(gateway: str, developer: str) -> dict[str, float]:
+    """The developer's month on that gateway's ledger, once its keys program has read the servers."""
+    container = f"{lab.PREFIX}-{gateway}"
+    in_node(container, "systemctl", "start", KEYS_UNIT)
+    ledger = json.loads(in_node(container, "cat", "/var/lib/glm-fleet/gateway/ledger.json").stdout)
+    return ledger["developers"].get(developer, {})
+
+
+def wait_until(check: Any, what: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"{what}: not within {timeout:.0f} s"
+        time.sleep(0.5)
+
+
+def test_the_front_door_moves_to_the_other_gateway_when_its_host_stops(onboarded: dict[str, str]) -> None:
+    """Two gateway hosts share the floating address (keepalived): the laptop's profile names the
+    address, the first gateway holds it. That host stops dead (docker kill: no goodbye to the other);
+    requests from the laptop succeed on the other gateway within 5 s, with the same key, and the
+    Claude Code session goes on with nothing changed on the laptop. Both gateways count the same
+    tokens for the developer (each reads the servers' counters), so limits and budgets agree; the
+    stopped host, back, leaves the address where it is (no second move) until it is handed back."""
+    laptop = onboarded["laptop"]
+    profile = json.loads(in_node(laptop, "cat", "/home/dev/.config/glm-fleet/claude/fleet/settings.json").stdout)
+    front_door = f"https://{lab.FRONT_DOOR_ADDRESS}:443"
+    assert profile["env"]["ANTHROPIC_BASE_URL"] == front_door
+    assert holders() == ["cache-1"]
+    keys = {name: in_node(f"{lab.PREFIX}-{name}", "sha256sum", "/etc/glm-fleet/gateway/keys.json").stdout.split()[0]
+            for name in GATEWAYS}  # fmt: skip
+    assert keys["cache-1"] == keys["gateway-2"]
+
+    started = as_developer(laptop, "claude-glm -p --output-format json 'Say hello to the fleet.' < /dev/null")
+    assert started.returncode == 0, f"stdout: {started.stdout[-2000:]}\nstderr: {started.stderr[-2000:]}"
+    session = json.loads(started.stdout)["session_id"]
+    before = {name: month_of(name, "laptop-1") for name in GATEWAYS}
+    key = (lab.INVENTORY.parent / ".secrets" / "developer-keys" / "laptop-1.key").read_text().strip()
+    # curl reads its header from a file (stdin), not from argv
+    probe = ["su", "-", "dev", "-c",
+             "curl -s -o /dev/null -w '%{http_code}' --max-time 1 --cacert ~/.config/glm-fleet/claude/fleet/ca.pem"
+             f" -H @- {front_door}/v1/models"]  # fmt: skip
+    cache = f"{lab.PREFIX}-cache-1"
+    try:
+        subprocess.run(["docker", "kill", cache], check=True, capture_output=True)
+        stopped = time.monotonic()
+        while True:
+            answer = subprocess.run(["docker", "exec", "-i", laptop, *probe], input=f"Authorization: Bearer {key}\n",
+                                    capture_output=True, text=True, check=False)  # fmt: skip
+            if answer.stdout == "200":
+                break
+            assert time.monotonic() - stopped < 5, f"the front door did not answer within 5 s: {answer.stdout!r}"
+            time.sleep(0.2)
+        took = time.monotonic() - stopped
+        assert holders() == ["gateway-2"], took
+        print(f"the front door answered from gateway-2 {took:.1f} s after cache-1 stopped")
+
+        access_log = [f"{lab.PREFIX}-gateway-2", "cat", "/var/log/nginx/glm-fleet-gateway.log"]
+        seen = len(in_node(*access_log).stdout.splitlines())
+        resumed = as_developer(laptop, f"claude-glm -p --resume {session} 'Say hello again.' < /dev/null")
+        assert resumed.returncode == 0, f"stdout: {resumed.stdout[-2000:]}\nstderr: {resumed.stderr[-2000:]}"
+        assert "Hello from GLM-5.3-Flash" in resumed.stdout
+        served = in_node(*access_log).stdout.splitlines()[seen:]
+        assert any('developer=laptop-1 "POST /v1/messages"' in line and '" 200 ' in line for line in served), served
+    finally:
+        subprocess.run(["docker", "start", cache], check=True, capture_output=True)
+        address = lab.SITE_CACHE_ADDRESS
+        wait_until(lambda: subprocess.run(["ssh-keyscan", "-T", "2", address], capture_output=True,
+                                          check=False).returncode == 0, "cache-1 back", 120)  # fmt: skip
+        wait_until(lambda: in_node(cache, "systemctl", "is-active", "keepalived", "nginx", "glm-gateway",
+                                   check=False).returncode == 0, "cache-1's gateway running", 120)  # fmt: skip
+    time.sleep(3)  # three of gateway-2's advertisements: cache-1, back, stays a backup
+    assert holders() == ["gateway-2"]
+    after = {name: month_of(name, "laptop-1") for name in GATEWAYS}
+    grown = {name: {kind: after[name][kind] - before[name].get(kind, 0.0) for kind in after[name]} for name in GATEWAYS}
+    assert grown["gateway-2"]["output"] > 0, grown
+    assert grown["cache-1"] == grown["gateway-2"], grown  # cache-1 read what the servers counted while it was down
+
+    # Handing the address back: keepalived on gateway-2 restarts, cache-1 takes the address.
+    in_node(f"{lab.PREFIX}-gateway-2", "systemctl", "restart", "keepalived")
+    wait_until(lambda: holders() == ["cache-1"], "the address back on cache-1", 10)
+    wait_until(lambda: in_node(laptop, "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "2",
+                               "-k", f"{front_door}/health", check=False).stdout == "200",
+               "the front door on cache-1", 120)  # fmt: skip

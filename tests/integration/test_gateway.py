@@ -391,6 +391,11 @@ SITE_KEY, OTHER_KEY = ec.generate_private_key(ec.SECP256R1()), ec.generate_priva
             {"gateway_developer_budget": {"monthly": -1, "unit": "usd"}},
             "gateway_developer_budget.monthly must be a number above 0 (at most 4 decimals); got: -1",
         ),
+        ({"gateway_vrrp_router_id": 300}, "gateway_vrrp_router_id must be a whole number from 1 to 255; got: 300"),
+        (
+            {"deployment_gateway_address": "172.30.253.51"},
+            'deployment_gateway_address must be an address no host has; it is the ansible_host of ["gateway-2"]',
+        ),
     ],
     ids=[
         "no-workers",
@@ -407,6 +412,8 @@ SITE_KEY, OTHER_KEY = ec.generate_private_key(ec.SECP256R1()), ec.generate_priva
         "zero-body-size",
         "budget-without-unit",
         "negative-budget",
+        "vrrp-router-id",
+        "floating-address-of-a-host",
     ],
 )
 def test_bad_input_is_refused_before_any_change(
@@ -415,13 +422,15 @@ def test_bad_input_is_refused_before_any_change(
     site = in_node(GATEWAY, "sha256sum", *GATEWAY_FILES)
     run = runner.playbook(PLAYBOOK, extravars=extravars)
     assert run.status == "failed", run_log(run)
-    assert run.stats["changed"].get("cache-1", 0) == 0, run.stats
-    failures = [e["event_data"]["res"].get("msg", "") for e in run.events if e.get("event") == "runner_on_failed"]
-    assert len(failures) == 1, run_log(run)
-    assert expected in failures[0], failures[0]
-    assert "k" * 40 not in failures[0]
-    assert "m" * 40 not in failures[0]
-    assert "BEGIN" not in failures[0]  # no certificate or key quoted
+    assert not any(run.stats["changed"].values()), run.stats
+    failed = [e["event_data"] for e in run.events if e.get("event") == "runner_on_failed"]
+    # each gateway host (cache-1 and gateway-2) refused, once
+    assert sorted(f["host"] for f in failed) == ["cache-1", "gateway-2"], run_log(run)
+    for failure in (f["res"].get("msg", "") for f in failed):
+        assert expected in failure, failure
+        assert "k" * 40 not in failure
+        assert "m" * 40 not in failure
+        assert "BEGIN" not in failure  # no certificate or key quoted
     assert in_node(GATEWAY, "sha256sum", *GATEWAY_FILES) == site
 
 

@@ -62,13 +62,16 @@ def fleet(lab_state: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -
 def test_every_target_of_the_fleet_is_up(fleet: dict[str, Any]) -> None:
     servers = {f"{n['address']}:{port}" for n in fleet["nodes"] if n["group"] == "gpu_nodes"
                for port in ((18080, 18081) if n["name"] == "gpu-2" else (18080,))}  # fmt: skip
-    hosts = {n["name"] for n in fleet["nodes"] if n["group"] in ("gpu_nodes", "site_cache")}
+    hosts = {n["name"] for n in fleet["nodes"] if n["group"] in ("gpu_nodes", "site_cache", "gateway")}
+    # The gateway hosts: cache-1, and gateway-2 beside it (the two share the front door's address).
+    gateways = {n["address"] for n in fleet["nodes"] if n["group"] in ("site_cache", "gateway")}
     expected = {
         "glm-sglang": servers,
         "glm-health-generate": servers,
-        "glm-gateway": {f"{lab.SITE_CACHE_ADDRESS}:29000"},
-        "glm-gateway-log": {f"{lab.SITE_CACHE_ADDRESS}:3903"},
-        "glm-gateway-https": {f"{lab.SITE_CACHE_ADDRESS}:443"},  # its certificate verified against the site CA
+        "glm-gateway": {f"{address}:29000" for address in gateways},
+        "glm-gateway-log": {f"{address}:3903" for address in gateways},
+        # each gateway's front door and the fleet's (the floating address), certificates verified against the site CA
+        "glm-gateway-https": {f"{address}:443" for address in gateways | {lab.FRONT_DOOR_ADDRESS}},
         "glm-node": {f"{n['address']}:9100" for n in fleet["nodes"] if n["name"] in hosts},
         "glm-dcgm": {f"{n['address']}:9400" for n in fleet["nodes"] if n["group"] == "gpu_nodes"},
         "prometheus": {"127.0.0.1:9090"},

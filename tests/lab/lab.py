@@ -16,7 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from glm_lab.cli import down, main, status, up
-from glm_lab.config import INVENTORY, PREFIX, REPO, SITE_CACHE_ADDRESS, STATE_DIR, LabError
+from glm_lab.config import FRONT_DOOR_ADDRESS, INVENTORY, PREFIX, REPO, SITE_CACHE_ADDRESS, STATE_DIR, LabError
 from glm_lab.gateway import (
     hub_call,
     hub_tree,
@@ -31,6 +31,7 @@ from glm_lab.image import debian_mirror, image_tag, packages
 from glm_lab.nodes import plan
 
 __all__ = [
+    "FRONT_DOOR_ADDRESS",
     "INVENTORY",
     "PREFIX",
     "REPO",

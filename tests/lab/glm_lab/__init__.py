@@ -26,8 +26,9 @@ Services on the lab network's gateway (172.30.253.1), started by `services` and 
 - :18099, the SGLang stand-in itself (one GPU, the lab's API key, metrics on), for the molecule
   scenarios that route to or scrape a server without a GPU node (gateway, monitoring).
 
-Nodes: gpu-N (172.30.253.10+N), the site cache cache-1 (172.30.253.50; also the fleet's gateway and
-its monitoring) and laptop-1 (.100).
+Nodes: gpu-N (172.30.253.10+N), the site cache cache-1 (172.30.253.50; also the fleet's first
+gateway and its monitoring), the second gateway gateway-2 (.51; the two share the floating address
+.60, the laptops' front door) and laptop-1 (.100).
 
 GPU nodes also get the lab's stand-in NVIDIA driver tools: an `nvidia-smi` that reports a 4x B200
 half HGX system (gpu-2: a full 8x B200 board, which runs two servers) and a fabric manager unit, so

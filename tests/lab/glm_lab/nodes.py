@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from glm_lab.config import (
+    FRONT_DOOR_ADDRESS,
     HERE,
     INVENTORY,
     LABEL,
@@ -15,6 +16,7 @@ from glm_lab.config import (
     NODE_FLAGS,
     PREFIX,
     REPO,
+    SECOND_GATEWAY_ADDRESS,
     SITE_CACHE_ADDRESS,
     STATE_DIR,
     LabError,
@@ -36,6 +38,7 @@ def plan(gpu_nodes: int) -> list[Node]:
         Node(f"gpu-{i}", "gpu_nodes", f"{PREFIX}-gpu-{i}", f"172.30.253.{10 + i}") for i in range(1, gpu_nodes + 1)
     ]
     nodes.append(Node("cache-1", "site_cache", f"{PREFIX}-cache-1", SITE_CACHE_ADDRESS))
+    nodes.append(Node("gateway-2", "gateway", f"{PREFIX}-gateway-2", SECOND_GATEWAY_ADDRESS))
     nodes.append(Node("laptop-1", "developer_laptops", f"{PREFIX}-laptop-1", "172.30.253.100"))
     return nodes
 
@@ -94,13 +97,15 @@ def write_inventory(nodes: list[Node], key: Path, known_hosts: Path) -> None:
     groups: dict[str, dict[str, dict[str, str]]] = {}
     for node in nodes:
         groups.setdefault(node.group, {})[node.name] = {"ansible_host": node.address}
-    # The site cache's host also runs the fleet's gateway and its monitoring, as a small site would.
+    # The site cache's host also runs the fleet's gateway (the first of two, which share a floating
+    # address) and its monitoring, as a small site would.
     if "site_cache" in groups:
-        groups["gateway"] = {name: {} for name in groups["site_cache"]}
+        groups["gateway"] = {name: {} for name in groups["site_cache"]} | groups.get("gateway", {})
         groups["monitoring"] = {name: {} for name in groups["site_cache"]}
     content = {
         "all": {
             "vars": {
+                "deployment_gateway_address": FRONT_DOOR_ADDRESS if len(groups.get("gateway", {})) > 1 else "",
                 "ansible_user": "fleet",
                 "ansible_ssh_private_key_file": str(key),
                 "ansible_ssh_common_args": f"-o UserKnownHostsFile={known_hosts} -o StrictHostKeyChecking=yes",

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import lab
 import pytest
-from glm_lab import image
+from glm_lab import image, nodes
 
 
 def test_image_tag_follows_the_recipe(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -21,16 +22,29 @@ def test_image_tag_follows_the_recipe(monkeypatch: pytest.MonkeyPatch, tmp_path:
     assert first.startswith("glm-fleet-lab/debian12:")
 
 
-def test_plan_has_the_gpu_nodes_asked_for_a_site_cache_and_one_laptop() -> None:
+def test_plan_has_the_gpu_nodes_asked_for_a_site_cache_a_second_gateway_and_one_laptop() -> None:
     nodes = lab.plan(3)
     assert [(n.name, n.group) for n in nodes] == [
         ("gpu-1", "gpu_nodes"),
         ("gpu-2", "gpu_nodes"),
         ("gpu-3", "gpu_nodes"),
         ("cache-1", "site_cache"),
+        ("gateway-2", "gateway"),
         ("laptop-1", "developer_laptops"),
     ]
-    assert len({n.address for n in nodes}) == len(nodes)
+    assert len({n.address for n in nodes} | {lab.FRONT_DOOR_ADDRESS}) == len(nodes) + 1
+
+
+def test_the_inventory_puts_both_gateways_behind_the_floating_address(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(nodes, "INVENTORY", tmp_path / "hosts.yml")
+    nodes.write_inventory(lab.plan(1), tmp_path / "key", tmp_path / "known_hosts")
+    written = json.loads((tmp_path / "hosts.yml").read_text().split("\n", 1)[1])
+    children = written["all"]["children"]
+    assert list(children["gateway"]["hosts"]) == ["cache-1", "gateway-2"]  # cache-1 first: it takes the address
+    assert list(children["monitoring"]["hosts"]) == ["cache-1"]
+    assert written["all"]["vars"]["deployment_gateway_address"] == lab.FRONT_DOOR_ADDRESS
 
 
 @pytest.mark.parametrize("count", [0, 9, -1])

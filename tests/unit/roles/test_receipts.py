@@ -79,6 +79,9 @@ def variables(role: str) -> dict[str, Any]:
             __claude_code_bin=f"{home}/.local/bin",
             __claude_code_prefix=f"{home}/.local",
         )
+    if role == "gateway":  # with the floating address: keepalived's configuration too
+        out.update(deployment_gateway_address="10.0.0.60", groups={"all": ["gw-1"], "gateway": ["gw-1"]})
+        out.update(inventory_hostname="gw-1", group_names=["gateway"])
     if role == "sglang_server":  # every file it can write: two servers, a key and an environment
         out.update(
             sglang_server_instances=TWO_SERVERS,

@@ -18,6 +18,15 @@ def test_the_collections_deployment_is_fit() -> None:
     assert deployment_problems(DEFAULTS) == []
 
 
+def test_a_floating_address_and_a_name_of_the_front_door_are_fit() -> None:
+    settings = {
+        **DEFAULTS,
+        "deployment_gateway_address": "10.0.10.60",
+        "deployment_gateway_name": "glm.example.internal",
+    }
+    assert deployment_problems(settings) == []
+
+
 def test_the_lab_runs_the_sglang_release_the_deployment_records() -> None:
     """The lab's stand-in image holds the pinned wheel's SGLang; the deployment records the same."""
     deps = (REPO / "tests" / "lab" / "standin_deps.py").read_text()
@@ -55,6 +64,16 @@ def test_the_lab_runs_the_sglang_release_the_deployment_records() -> None:
             {"deployment_usage_label_header": "x-request-id-l\r\nX-Api-Key: k"},
             'got: "x-request-id-l\\r\\nX-Api-Key: k"',
         ),
+        (
+            {"deployment_gateway_address": "127.0.0.1"},
+            "deployment_gateway_address must be empty or one IPv4 address of the gateway hosts' LAN"
+            ' (not loopback, multicast or 0.0.0.0); got: "127.0.0.1"',
+        ),
+        ({"deployment_gateway_address": "10.0.10.60/24"}, 'got: "10.0.10.60/24"'),
+        ({"deployment_gateway_address": "fd00::60"}, 'got: "fd00::60"'),
+        ({"deployment_gateway_address": "224.0.0.18"}, 'got: "224.0.0.18"'),
+        ({"deployment_gateway_name": "glm fleet.example"}, "deployment_gateway_name must be empty or a DNS name"),
+        ({"deployment_gateway_name": "-glm.example"}, 'got: "-glm.example"'),
     ],
 )
 def test_a_bad_value_is_named(change: dict, expected: str) -> None:

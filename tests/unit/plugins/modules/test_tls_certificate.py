@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import socket
 import ssl
 import stat
@@ -166,3 +167,20 @@ def test_a_client_certificate_passes_mutual_tls_and_a_servers_certificate_does_n
     assert handshake(d, None, ca).startswith("refused")
     # A certificate issued for the other purpose is issued again.
     assert plan(client | {"purpose": "server"})[1] == ["cert: not a server certificate (its extended key usage)"]
+
+
+def _issue_in_a_process(p: dict) -> None:
+    apply(p, plan(p)[0])
+
+
+def test_hosts_that_issue_at_once_on_a_new_site_share_one_ca(tmp_path: Path) -> None:
+    """Every host of a play issues its certificate at once (two gateways, the GPU nodes): on a new
+    site, one of them creates the CA and every certificate is signed by that CA."""
+    hosts = [{**params(tmp_path, [f"10.0.0.{i}"]), "name": f"gw-{i}"} for i in range(1, 7)]
+    with multiprocessing.get_context("fork").Pool(len(hosts)) as pool:
+        pool.map(_issue_in_a_process, hosts)
+    ca = tmp_path / "ca" / "ca.pem"
+    for p in hosts:
+        context = ssl.create_default_context(cafile=str(ca))
+        context.load_cert_chain(tmp_path / "ca" / f"{p['name']}.pem", tmp_path / "ca" / f"{p['name']}.key")
+        assert plan(p)[1] == [], p["name"]  # signed by the CA on disk, for its names
