@@ -428,7 +428,10 @@ def holders() -> list[str]:
 def month_of(gateway: str, developer: str) -> dict[str, float]:
     """The developer's month on that gateway's ledger, once its keys program has read the servers."""
     container = f"{lab.PREFIX}-{gateway}"
-    in_node(container, "systemctl", "start", KEYS_UNIT)
+    # twice: a start while the timer's run is under way waits for that run, which may have read the
+    # servers before the last request ended; the second is a run of its own
+    for _ in range(2):
+        in_node(container, "systemctl", "start", KEYS_UNIT)
     ledger = json.loads(in_node(container, "cat", "/var/lib/glm-fleet/gateway/ledger.json").stdout)
     return ledger["developers"].get(developer, {})
 
