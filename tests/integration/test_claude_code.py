@@ -430,7 +430,7 @@ def month_of(gateway: str, developer: str) -> dict[str, float]:
     container = f"{lab.PREFIX}-{gateway}"
     # twice: a start while the timer's run is under way waits for that run, which may have read the
     # servers before the last request ended; the second is a run of its own
-    for _ in range(2):
+    for _run in range(2):
         in_node(container, "systemctl", "start", KEYS_UNIT)
     ledger = json.loads(in_node(container, "cat", "/var/lib/glm-fleet/gateway/ledger.json").stdout)
     return ledger["developers"].get(developer, {})
