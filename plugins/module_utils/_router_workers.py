@@ -6,7 +6,8 @@ DELETE /workers/{id} drains one (status "draining": no new request is routed to 
 flight go on) and removes it after its settle time, POST /workers {"url", "api_key"} adds one,
 which the router probes (backend, model) before it routes to it. The API answers 202 and works in
 the background, so each change is followed until the router's list shows it. The router's
---api-key gates the API; a worker added through it gets no key unless the request names one."""
+control-plane key (--control-plane-api-keys) gates the API, or its --api-key where it has none; a
+worker added through it gets no key unless the request names one."""
 
 from __future__ import annotations
 
@@ -72,7 +73,8 @@ class Router:
             raise RouterError(f"{self.base}{path}: {reason}") from e
         if status in (401, 403):
             raise RouterError(
-                f"the router at {self.base} refused the key ({status}): it must be the router's --api-key"
+                f"the router at {self.base} refused the key ({status}): it must be the router's control-plane key"
+                " (admin_key_file), or its --api-key where it has none"
             )
         try:
             return status, json.loads(raw or b"null")

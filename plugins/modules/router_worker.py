@@ -32,9 +32,20 @@ options:
     required: true
   api_key:
     description:
-      - The router's C(--api-key), which gates its worker API; the fleet's routers use the servers'
-        key, so it is also the key a server added here is sent. Empty when neither has one.
+      - The key a server added here is sent (the router's C(--api-key), the servers' key). Empty when
+        the servers have none.
+      - Without O(admin_key_file), also the key the worker API is called with (a router without a
+        control-plane key lets C(--api-key) open it).
     type: str
+    default: ""
+  admin_key_file:
+    description:
+      - A file, on the host the module runs on, that holds the router's control-plane key (the only
+        key that opens its worker API once the router has one). This module's calls to
+        the worker API carry it; it never leaves the host.
+      - When the file does not exist (a router set up before it had a control-plane key), the calls
+        carry O(api_key).
+    type: path
     default: ""
   state:
     description: Out of the rotation (C(absent)) or in it (C(present)).
@@ -55,8 +66,17 @@ EXAMPLES = r"""
   glm.fleet.router_worker:
     router: http://127.0.0.1:30000
     url: http://10.0.0.11:18080
-    api_key: "{{ sglang_server_api_key }}"
+    admin_key_file: /etc/glm-fleet/gateway/router-admin.key
     state: absent
+  delegate_to: gateway-1
+
+- name: Put it back, sent the servers' key
+  glm.fleet.router_worker:
+    router: http://127.0.0.1:30000
+    url: http://10.0.0.11:18080
+    api_key: "{{ sglang_server_api_key }}"
+    admin_key_file: /etc/glm-fleet/gateway/router-admin.key
+    state: present
   delegate_to: gateway-1
 """
 
@@ -72,6 +92,8 @@ before:
   sample: status ready, healthy True, 0 request(s) in flight
 """
 
+import os
+
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.glm.fleet.plugins.module_utils._router_workers import (
@@ -83,19 +105,38 @@ from ansible_collections.glm.fleet.plugins.module_utils._router_workers import (
 )
 
 
+def control_key(module: AnsibleModule, path: str, api_key: str) -> str:
+    """The key the worker API is called with: the router's control-plane key from path, or api_key
+    where there is no such file."""
+    if not path or not os.path.exists(path):
+        return api_key
+    try:
+        with open(path, encoding="utf-8") as f:
+            key = f.read().strip()
+    except OSError as e:
+        module.fail_json(msg=f"admin_key_file {path}: cannot read the router's control-plane key: {e.strerror}")
+    if not key:
+        module.fail_json(
+            msg=f"admin_key_file {path} is empty: no control-plane key to call the router's worker API with"
+        )
+    module.no_log_values.add(key)
+    return key
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "router": {"type": "str", "required": True},
             "url": {"type": "str", "required": True},
             "api_key": {"type": "str", "default": "", "no_log": True},
+            "admin_key_file": {"type": "path", "default": ""},
             "state": {"type": "str", "default": "present", "choices": ["absent", "present"]},
             "timeout": {"type": "int", "default": 120},
         },
         supports_check_mode=True,
     )
     p = module.params
-    router = Router(p["router"], p["api_key"])
+    router = Router(p["router"], control_key(module, p["admin_key_file"], p["api_key"]))
     try:
         if p["state"] == "absent":
             result = remove(router, p["url"], p["timeout"], module.check_mode)

@@ -56,7 +56,24 @@ def lab_secrets() -> dict[str, str]:
     for path in sorted(secrets_dir.glob("ca/*.key")):
         body = "".join(path.read_text().splitlines()[1:-1])  # the base64 of the key, as it could leak
         found[f"TLS key {path.name}"] = body
+    # What the gateway hosts make and keep: each router's control-plane key.
+    for host in ("cache-1", "gateway-2"):
+        if host not in ROUTER_KEYS:
+            read = subprocess.run(
+                ["docker", "exec", f"{lab.PREFIX}-{host}", "cat", ROUTER_ADMIN_KEY_FILE],
+                capture_output=True, text=True, check=False,
+            )  # fmt: skip
+            if read.returncode == 0 and read.stdout.strip():
+                ROUTER_KEYS[host] = read.stdout.strip()
+        if host in ROUTER_KEYS:
+            found[f"router control-plane key on {host}"] = ROUTER_KEYS[host]
     return found
+
+
+# glm.fleet.deployment's __deployment_router_admin_key_file, and what lab_secrets() read of it on
+# each gateway host (made once per host, kept).
+ROUTER_ADMIN_KEY_FILE = "/etc/glm-fleet/gateway/router-admin.key"
+ROUTER_KEYS: dict[str, str] = {}
 
 
 def leaks(text: str, secrets: dict[str, str]) -> list[str]:
@@ -192,12 +209,25 @@ def run_log(run: ansible_runner.Runner) -> str:
     return run.stdout.read() if run.stdout else ""
 
 
+GATEWAY_HOST = "cache-1"
+
+
+def router_api(host: str, path: str, key_file: str | None = None, key: str = "") -> str:
+    """An answer of the router's API on host's loopback, with the key in key_file on that host (or
+    key), never on a command line: the body, then the HTTP status on a line of its own."""
+    script = (
+        'read -r key; if [ -n "$1" ]; then key=$(cat "$1"); fi; '
+        'printf "Authorization: Bearer %s\\n" "$key" | curl -s --max-time 5 -w "\\n%{http_code}" -H @- "http://127.0.0.1:30000$2"'
+    )
+    return subprocess.run(
+        ["docker", "exec", "-i", f"{lab.PREFIX}-{host}", "bash", "-c", script, "-", key_file or "", path],
+        input=key + "\n", capture_output=True, text=True, check=False,
+    ).stdout  # fmt: skip
+
+
 def router_workers() -> dict[str, bool]:
     """The gateway router's own view (cache-1): each worker URL and whether it counts it healthy
-    (SMG's /workers, on the gateway's loopback, with the servers' key given on stdin)."""
-    script = 'read -r key; curl -s --max-time 5 -H "Authorization: Bearer $key" http://127.0.0.1:30000/workers'
-    body = subprocess.run(
-        ["docker", "exec", "-i", f"{lab.PREFIX}-cache-1", "bash", "-c", script],
-        input=(lab.STATE_DIR / "api_key").read_text().strip() + "\n", capture_output=True, text=True, check=False,
-    ).stdout  # fmt: skip
+    (SMG's /workers, on the gateway's loopback, with the router's control-plane key as the gateway
+    host keeps it, given to curl on stdin)."""
+    body = router_api(GATEWAY_HOST, "/workers", ROUTER_ADMIN_KEY_FILE).rpartition("\n")[0]
     return {w["url"]: bool(w["is_healthy"]) for w in json.loads(body)["workers"]}

@@ -20,9 +20,12 @@ from conftest import (
     PRECOMPILE_TASK,
     REPO,
     ROLLING_PLAY,
+    ROUTER_ADMIN_KEY_FILE,
     Runner,
     host_results,
     lab,
+    lab_secrets,
+    router_api,
     router_workers,
     run_log,
     site_stage,
@@ -130,6 +133,35 @@ def test_a_developer_key_opens_the_serving_routes_and_nothing_else(gateway: dict
     assert call("/v1/messages?beta=true", key) == "200"
     assert call("/v1//messages", key) == "200"
     assert call("/v1/./chat/completions", key) == "200"
+
+
+def test_the_routers_worker_api_opens_to_its_own_host_s_control_plane_key_only(gateway: dict[str, Any]) -> None:
+    """N16: the key nginx adds to every request it forwards (the servers') no longer opens SMG's worker
+    API; each gateway host's router has a control-plane key of its own, made and kept on that host."""
+    server_key = (lab.STATE_DIR / "api_key").read_text().strip()
+    keys = {}
+    for host in ("cache-1", "gateway-2"):
+        assert router_api(host, "/workers", key=server_key).endswith("\n401"), host
+        assert router_api(host, "/workers").endswith("\n401"), host
+        body, _newline, status = router_api(host, "/workers", ROUTER_ADMIN_KEY_FILE).rpartition("\n")
+        assert status == "200", (host, status)
+        assert len(json.loads(body)["workers"]) == 3, host  # gpu-1's server and gpu-2's two
+        stat = in_node(f"{lab.PREFIX}-{host}", "stat", "-c", "%U %G %a", ROUTER_ADMIN_KEY_FILE)
+        assert stat == "glm-gateway glm-gateway 600", (host, stat)
+        keys[host] = in_node(f"{lab.PREFIX}-{host}", "cat", ROUTER_ADMIN_KEY_FILE)
+        assert len(keys[host]) == 48, host
+        # Not on the router's command line, nor in its journal.
+        argv = in_node(f"{lab.PREFIX}-{host}", "ps", "-eo", "args")
+        journal = in_node(f"{lab.PREFIX}-{host}", "journalctl", "--no-pager", "-u", "glm-gateway")
+        assert keys[host] not in argv, host
+        assert keys[host] not in journal, host
+    assert keys["cache-1"] != keys["gateway-2"]  # one per host: neither router opens to the other's
+    # The controller never held it: no file of the inventory's directory (the secrets included) has it.
+    for path in lab.INVENTORY.parent.rglob("*"):
+        if path.is_file() and path.stat().st_size < 1 << 20:
+            text = path.read_text(errors="replace")
+            assert not any(key in text for key in keys.values()), path
+    assert {f"router control-plane key on {host}" for host in keys} <= set(lab_secrets())
 
 
 def responses_by_developer() -> dict[str, float]:

@@ -93,6 +93,23 @@ def test_the_8_gpu_node_runs_two_servers_on_their_own_gpus_and_ports(runner: Run
         assert res["ready"], res
 
 
+def test_a_server_cannot_change_its_weights(serving: list[str]) -> None:
+    """N14: the weights reach each server read-only; what the server writes elsewhere in its Hugging
+    Face home stays in its own container."""
+    snapshot = "/root/.cache/huggingface/hub/models--zai-org--GLM-5.3-Flash/snapshots"
+    for node in serving:
+        shard = node_exec(node, "docker", "exec", UNIT, "sh", "-c", f"ls -d {snapshot}/*/*.safetensors | head -n 1")
+        assert shard.endswith(".safetensors"), (node, shard)
+        for attempt in (f"echo x >> {shard}", f"touch {snapshot}/new-file", f"rm -f {shard}"):
+            wrote = subprocess.run(
+                ["docker", "exec", f"{lab.PREFIX}-{node}", "docker", "exec", UNIT, "sh", "-c", attempt],
+                capture_output=True, text=True, check=False,
+            )  # fmt: skip
+            assert wrote.returncode != 0, (node, attempt)
+            assert "Read-only file system" in wrote.stderr, (node, attempt, wrote.stderr)
+        node_exec(node, "docker", "exec", UNIT, "touch", "/root/.cache/huggingface/modules-of-the-container")
+
+
 def test_a_change_to_one_server_restarts_that_server_only(runner: Runner, serving: list[str]) -> None:
     assert EIGHT_GPU_NODE in serving
     first, second = container_id(EIGHT_GPU_NODE), container_id(EIGHT_GPU_NODE, SECOND)

@@ -172,10 +172,36 @@ def test_random_and_missing_keys_get_401_and_admin_routes_404(host) -> None:  # 
         assert status == "404", (admin, text)
 
 
+ROUTER_ADMIN_KEY = "/etc/glm-fleet/gateway/router-admin.key"
+
+
+def router_workers_status(host, key_source: str) -> str:  # noqa: ANN001 - testinfra host
+    """The HTTP status of the router's worker API on the host's loopback, with the key key_source
+    prints (a shell command), sent through stdin."""
+    script = (
+        f'printf "Authorization: Bearer %s\\n" "$({key_source})"'
+        " | curl -s -o /dev/null -w '%{http_code}' -H @- http://127.0.0.1:30000/workers"
+    )
+    return host.check_output(script)
+
+
+def test_the_routers_worker_api_opens_to_its_control_plane_key_not_the_servers(host) -> None:  # noqa: ANN001
+    server_key = (REPO / ".lab" / "api_key").read_text().strip()
+    assert router_workers_status(host, f"echo {server_key}") == "401"
+    assert router_workers_status(host, "true") == "401"
+    assert router_workers_status(host, f"cat {ROUTER_ADMIN_KEY}") == "200"
+    key_file = host.file(ROUTER_ADMIN_KEY)
+    assert (key_file.user, key_file.group, key_file.mode) == ("glm-gateway", "glm-gateway", 0o600)
+    assert (
+        json.loads(host.file("/etc/glm-fleet/gateway/router.json").content_string)["admin_key_file"] == ROUTER_ADMIN_KEY
+    )
+
+
 def test_no_key_in_argv_logs_or_readable_files(host) -> None:  # noqa: ANN001
     server_key = (REPO / ".lab" / "api_key").read_text().strip()
     probe_key = (SECRETS / "probe.key").read_text().strip()  # the fleet report's and the benchmark's
-    secrets = [server_key, developer_key("alice"), developer_key("bob"), probe_key]
+    router_key = host.file(ROUTER_ADMIN_KEY).content_string.strip()  # made on the host, kept there
+    secrets = [server_key, developer_key("alice"), developer_key("bob"), probe_key, router_key]
     argv = host.check_output("ps -eo args")
     journal = host.check_output("journalctl --no-pager -u glm-gateway -u nginx")
     nginx_logs = host.check_output("cat /var/log/nginx/*.log")

@@ -51,7 +51,7 @@ def test_unit_renders_the_recipes_launch_line(host) -> None:  # noqa: ANN001
         "--ipc=host",
         "--shm-size=64g",
         "-p 127.0.0.1:28080:18080",  # behind the TLS front: the node's own, at the port + 10000
-        "-v /var/lib/glm-fleet/huggingface:/root/.cache/huggingface",
+        "-v /var/lib/glm-fleet/huggingface/hub:/root/.cache/huggingface/hub:ro",
         f"-v /var/lib/glm-fleet/sglang-cache/{lab_image().split('@sha256:')[1][:16]}:/root/.cache/sglang",
         "-e HF_HUB_OFFLINE=1",
         "-e SGLANG_DG_CACHE_DIR=/root/.cache/sglang/deep_gemm",

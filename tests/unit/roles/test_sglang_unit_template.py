@@ -108,8 +108,9 @@ def test_the_recipe_line_is_one_variable_away() -> None:
     assert argv[:3] == ["/usr/bin/docker", "run", "--rm"]
     assert recipe[:3] == ["docker", "run", "-d"]
     ours, theirs = argv[3:], recipe[3:]
-    # The recipe mounts the invoking user's ~/.cache/huggingface; the unit mounts the fleet's cache.
-    theirs[theirs.index("-v") + 1] = "/var/lib/glm-fleet/huggingface:/root/.cache/huggingface"
+    # The recipe mounts the invoking user's ~/.cache/huggingface; the unit mounts the fleet's cache's
+    # hub (the weights), read-only: the server cannot change a weight.
+    theirs[theirs.index("-v") + 1] = "/var/lib/glm-fleet/huggingface/hub:/root/.cache/huggingface/hub:ro"
     # Behind the TLS front (sglang_server_tls), the server's port is on loopback at port + 10000.
     theirs[theirs.index("-p") + 1] = "127.0.0.1:28080:18080"
     # What the unit adds: the persistent JIT caches (one directory per image), no downloads at start,

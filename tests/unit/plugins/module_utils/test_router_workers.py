@@ -141,7 +141,7 @@ def test_a_worker_that_never_serves_fails_naming_what_the_router_says() -> None:
 
 
 def test_a_wrong_key_is_named_and_a_router_that_is_not_there_is_told_apart() -> None:
-    with pytest.raises(RouterError, match=r"refused the key \(401\): it must be the router's --api-key"):
+    with pytest.raises(RouterError, match=r"refused the key \(401\): it must be the router's control-plane key"):
         remove(router(FakeSmg([URL]), key="wrong"), URL, timeout=5, check=False, **FAST)
     with pytest.raises(RouterDown):
         add(router(FakeSmg([URL], down=True)), URL, KEY, timeout=5, check=False, **FAST)
