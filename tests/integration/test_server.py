@@ -27,6 +27,8 @@ UNIT = "pareto-glm53-flash"
 # The lab's 8-GPU node and its second server (inventories/lab/host_vars/gpu-2.yml)
 EIGHT_GPU_NODE, SECOND = "gpu-2", "pareto-glm53-flash-b"
 SERVED = "zai-org/GLM-5.3-Flash"
+# The guard's rule in DOCKER-USER for the lab's first server, behind its TLS front (files/sglang_port_guard.py).
+JUMP_28080 = ("-p", "tcp", "-m", "conntrack", "--ctstate", "NEW", "--ctorigdstport", "28080", "-j")
 
 
 def node_exec(node: str, *cmd: str, check: bool = True) -> str:
@@ -146,10 +148,28 @@ def test_a_run_restarts_only_the_node_whose_server_stopped_and_says_why(runner: 
 
 def test_a_port_guard_that_went_away_is_put_back_without_a_restart(runner: Runner, serving: list[str]) -> None:
     """A firewall reload or `iptables -F` takes the port guard's rules away while the server runs:
-    the next run's plan names it, puts the rules back and restarts nothing; the run after is steady."""
+    between runs, the node's timer puts them back within its 15 s; with the timer stopped as well, the
+    next run's plan names it, puts the rules back and the timer in its place, and restarts nothing;
+    the run after is steady."""
     node, chain = serving[0], f"GLM-{UNIT}"[:28]
     untouched = container_id(node)
     rules = node_exec(node, "iptables", "-S", chain)
+    node_exec(node, "iptables", "-F", chain)
+    node_exec(node, "iptables", "-D", "DOCKER-USER", *JUMP_28080, chain)
+    deadline = time.monotonic() + 25
+
+    def jumped() -> bool:
+        check = ["docker", "exec", f"{lab.PREFIX}-{node}", "iptables", "-C", "DOCKER-USER", *JUMP_28080, chain]
+        return subprocess.run(check, capture_output=True, check=False).returncode == 0
+
+    while node_exec(node, "iptables", "-S", chain) != rules or not jumped():
+        assert time.monotonic() < deadline, "the timer did not put the guard back within 25 s"
+        time.sleep(1)
+    journal = node_exec(node, "journalctl", "-u", "glm-sglang-port-guard.service", "--no-pager", "-o", "cat")
+    assert f"(put back: DOCKER-USER does not send port 28080 to {chain}" in journal, journal[-800:]
+    assert container_id(node) == untouched
+    # Without the timer, the next run puts back both.
+    node_exec(node, "systemctl", "stop", "glm-sglang-port-guard.timer")
     node_exec(node, "iptables", "-F", chain)
     run = runner.playbook(PLAYBOOK)
     assert run.status == "successful", run_log(run)
@@ -159,6 +179,7 @@ def test_a_port_guard_that_went_away_is_put_back_without_a_restart(runner: Runne
     }
     assert node_exec(node, "iptables", "-S", chain) == rules
     assert container_id(node) == untouched
+    assert node_exec(node, "systemctl", "is-active", "glm-sglang-port-guard.timer") == "active"
     again = runner.playbook(PLAYBOOK)
     assert again.status == "successful", run_log(again)
     assert rollout_plan(again) == NO_ROLLOUT

@@ -4,6 +4,7 @@
 
     python3 sglang-port-guard CHAIN PORT [SOURCE...]
     python3 sglang-port-guard --check CHAIN PORT [SOURCE...]
+    python3 sglang-port-guard --repair CHAIN PORT [SOURCE...]
 
 Docker publishes a port with DNAT rules that bypass the host's INPUT chain, and engines before 28
 route LAN traffic to a port published on 127.0.0.1 as well (see CVE-2025-54388). Packets forwarded
@@ -18,6 +19,11 @@ With --check it changes nothing and says what is not in place (a firewall reload
 `iptables -F` removes the rules while the server runs): exit 0 when all is, 3 with one line naming
 what is missing when not. glm.fleet.sglang_server's plan runs it on every run and puts back what is
 missing.
+
+With --repair it puts the guard back only where something of it is not in place, and says what it
+found missing (glm-sglang-port-guard.timer runs it every 15 s, between runs): exit 0 when the guard
+stands (as it was or put back), 1 when it cannot be put back (the FORWARD chain does not pass
+through DOCKER-USER: the unit fails, and the next run's plan names it).
 """
 
 from __future__ import annotations
@@ -87,16 +93,18 @@ class GuardError(Exception):
 
 
 def main(argv: list[str]) -> int:
-    checking = argv[:1] == ["--check"]
-    argv = argv[1:] if checking else argv
+    mode = argv[0] if argv[:1] in (["--check"], ["--repair"]) else ""
+    argv = argv[1:] if mode else argv
     if len(argv) < 2:
-        sys.stderr.write("usage: sglang-port-guard [--check] CHAIN PORT [SOURCE...]\n")
+        sys.stderr.write("usage: sglang-port-guard [--check|--repair] CHAIN PORT [SOURCE...]\n")
         return 2
     chain, port, sources = argv[0], int(argv[1]), argv[2:]
-    if checking:
-        problems = check(chain, port, sources)
+    problems = check(chain, port, sources) if mode else []
+    if mode == "--check":
         print("; ".join(problems) or f"port {port} open to {', '.join(sources) or 'no other host'} only")
         return 3 if problems else 0
+    if mode == "--repair" and not problems:
+        return 0
     try:
         apply(chain, port, sources)
     except subprocess.CalledProcessError as err:
@@ -105,7 +113,8 @@ def main(argv: list[str]) -> int:
     except GuardError as err:
         sys.stderr.write(f"sglang-port-guard: {err}\n")
         return 1
-    print(f"sglang-port-guard: port {port} open to {', '.join(sources) or 'no other host'} only (chain {chain})")
+    found = f" (put back: {'; '.join(problems)})" if problems else ""
+    print(f"sglang-port-guard: port {port} open to {', '.join(sources) or 'no other host'} only (chain {chain}){found}")
     return 0
 
 

@@ -70,6 +70,8 @@ def play_vars(instance: int = 0, **overrides: object) -> dict[str, Any]:
             vars_[key] = native(env.from_string(value).render(**vars_).strip())
         elif isinstance(value, dict):
             vars_[key] = {k: env.from_string(str(v)).render(**vars_).strip() for k, v in value.items()}
+        else:
+            vars_[key] = value
     vars_["ansible_managed"] = "Ansible managed"
     return vars_
 
@@ -264,6 +266,34 @@ def test_the_port_guard_runs_before_every_start_with_the_allowed_sources() -> No
     assert shlex.split(line.removeprefix("ExecStartPre="))[2:] == ["GLM-pareto-glm53-flash", "28080"]
 
 
+def test_between_runs_a_timer_puts_back_each_servers_guard_as_its_unit_sets_it() -> None:
+    """N5: every 15 s, each server's guard with the arguments its own unit starts it with, in the
+    mode that changes nothing while the rules stand."""
+    instances = [
+        {"name": "glm-a", "gpus": [0, 1, 2, 3], "port": 18080},
+        {"name": "glm-b", "gpus": [4, 5, 6, 7], "port": 18081},
+    ]
+    for tls in (True, False):
+        overrides = {"sglang_server_instances": instances, "sglang_server_tls": tls,
+                     "sglang_server_allowed_sources": ["10.0.0.9"]}  # fmt: skip
+        vars_ = play_vars(**overrides)
+        service = environment().from_string((ROLE / "templates" / "glm-sglang-port-guard.service.j2").read_text())
+        lines = [x for x in service.render(**vars_).splitlines() if x.startswith("ExecStart=")]
+        for number, line in enumerate(lines):
+            unit = render(number, **overrides)
+            pre = next(x for x in unit.splitlines() if "sglang-port-guard" in x)
+            assert shlex.split(line.removeprefix("ExecStart=")) == [
+                *shlex.split(pre.removeprefix("ExecStartPre="))[:2], "--repair",
+                *shlex.split(pre.removeprefix("ExecStartPre="))[2:],
+            ]  # fmt: skip
+        assert len(lines) == 2
+        assert [shlex.split(x)[4] for x in lines] == (["28080", "28081"] if tls else ["18080", "18081"])
+    timer = environment().from_string((ROLE / "templates" / "glm-sglang-port-guard.timer.j2").read_text())
+    text = timer.render(**play_vars())
+    assert "OnUnitActiveSec=15s" in text.splitlines()
+    assert "WantedBy=timers.target" in text.splitlines()
+
+
 def test_the_tls_front_takes_each_port_and_requires_a_client_certificate() -> None:
     """stunnel's configuration: one section per server, the server's port on the bind address to
     its loopback port, the node's certificate, and a client certificate of the site CA required."""
@@ -311,8 +341,10 @@ class FakeTables:
 
     def __init__(self) -> None:
         self.chains: dict[str, list[list[str]]] = {"FORWARD": [["-j", "DOCKER-USER"]], "DOCKER-USER": []}
+        self.calls: list[tuple[str, ...]] = []
 
     def __call__(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        self.calls.append(args)
         op, chain, rule = args[0], args[1], list(args[2:])
         ok, out = True, ""
         if op in ("-N", "-F"):
@@ -350,10 +382,19 @@ def test_a_guard_that_is_not_in_place_is_named_and_one_that_would_guard_nothing_
     assert guard.check("GLM-x", 28080, ["10.0.0.5"])[-1].endswith("accept 10.0.0.5, drop the rest")
     assert guard.main(["GLM-x", "28080"]) == 0  # put back
     assert guard.check("GLM-x", 28080, []) == []
-    # Where FORWARD does not pass through DOCKER-USER, the rules guard nothing: the server does not start.
+    # Between runs (the timer): --repair changes nothing while the guard stands, puts back what went away.
+    calls = len(tables.calls)
+    assert guard.main(["--repair", "GLM-x", "28080"]) == 0
+    assert not [c for c in tables.calls[calls:] if c[0] in ("-F", "-A", "-I", "-N")]
+    tables.chains["DOCKER-USER"] = []
+    assert guard.main(["--repair", "GLM-x", "28080"]) == 0
+    assert guard.check("GLM-x", 28080, []) == []
+    # Where FORWARD does not pass through DOCKER-USER, the rules guard nothing: the server does not start,
+    # and the timer's unit fails (the next run's plan names it).
     tables.chains["FORWARD"] = []
     assert guard.check("GLM-x", 28080, []) == ["the FORWARD chain does not jump to DOCKER-USER"]
     assert guard.main(["GLM-x", "28080"]) == 1
+    assert guard.main(["--repair", "GLM-x", "28080"]) == 1
 
 
 def test_every_jit_cache_is_named_into_the_images_own_directory() -> None:
