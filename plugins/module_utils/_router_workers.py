@@ -101,8 +101,18 @@ def wait_for(
         sleep(0.5)
 
 
-def remove(router: Router, url: str, timeout: float, check: bool, **clock: Any) -> dict[str, Any]:
-    """Drain the worker at url out of the rotation and wait until the router has let it go."""
+def out_of_rotation(worker: dict[str, Any] | None) -> bool:
+    """The router sends the worker no new request: it is draining (SMG removes it after its settle
+    time, those in flight going on) or gone."""
+    return worker is None or worker.get("status") == "draining"
+
+
+def remove(
+    router: Router, url: str, timeout: float, check: bool, *, until_gone: bool = True, **clock: Any
+) -> dict[str, Any]:
+    """Drain the worker at url out of the rotation and wait until the router has let it go, or (not
+    until_gone) only until it marks it draining: from then it routes it no new request, and its
+    removal after SMG's settle time goes on in the background (add() waits for it)."""
     worker = router.entry(url)
     if worker is None:
         return {"changed": False, "before": describe(None)}
@@ -111,7 +121,7 @@ def remove(router: Router, url: str, timeout: float, check: bool, **clock: Any) 
             status, body = router.call("DELETE", f"/workers/{worker['id']}")
             if status not in (200, 202, 404):
                 raise RouterError(f"DELETE /workers/{worker['id']} answered {status}: {str(body)[:200]}")
-        gone, last = wait_for(router, url, lambda w: w is None, timeout, **clock)
+        gone, last = wait_for(router, url, (lambda w: w is None) if until_gone else out_of_rotation, timeout, **clock)
         if not gone:
             raise RouterError(
                 f"{url} is still in the router's rotation {timeout:g} s after its removal: {describe(last)}"

@@ -12,8 +12,10 @@ version_added: 0.1.0
 description:
   - Runs on the gateway host and speaks to the SMG router's worker API on O(router).
   - With O(state=absent), drains the server out of the rotation (the router stops sending it new
-    requests; those in flight go on) and waits until the router has let it go. The server role does
-    this before it restarts a server, then waits for the server's own requests in flight
+    requests; those in flight go on) and waits until the router has let it go, after SMG's settle time.
+  - With O(state=drained), the same drain, but it returns once the router lists the server draining
+    (it routes it no new request; SMG removes it after its settle time meanwhile). The server role
+    does this before it restarts a server, then waits for the server's own requests in flight
     (M(glm.fleet.sglang_idle)).
   - With O(state=present), adds the server (with O(api_key) as the key the router sends it) unless
     the router already routes to it, and waits until the router counts it ready and healthy.
@@ -48,9 +50,9 @@ options:
     type: path
     default: ""
   state:
-    description: Out of the rotation (C(absent)) or in it (C(present)).
+    description: Out of the router's list (C(absent)), out of its rotation (C(drained)), or in it (C(present)).
     type: str
-    choices: [absent, present]
+    choices: [absent, drained, present]
     default: present
   timeout:
     description: Seconds to wait for the router to finish the change.
@@ -67,7 +69,7 @@ EXAMPLES = r"""
     router: http://127.0.0.1:30000
     url: http://10.0.0.11:18080
     admin_key_file: /etc/glm-fleet/gateway/router-admin.key
-    state: absent
+    state: drained
   delegate_to: gateway-1
 
 - name: Put it back, sent the servers' key
@@ -130,7 +132,7 @@ def main() -> None:
             "url": {"type": "str", "required": True},
             "api_key": {"type": "str", "default": "", "no_log": True},
             "admin_key_file": {"type": "path", "default": ""},
-            "state": {"type": "str", "default": "present", "choices": ["absent", "present"]},
+            "state": {"type": "str", "default": "present", "choices": ["absent", "drained", "present"]},
             "timeout": {"type": "int", "default": 120},
         },
         supports_check_mode=True,
@@ -138,8 +140,8 @@ def main() -> None:
     p = module.params
     router = Router(p["router"], control_key(module, p["admin_key_file"], p["api_key"]))
     try:
-        if p["state"] == "absent":
-            result = remove(router, p["url"], p["timeout"], module.check_mode)
+        if p["state"] in ("absent", "drained"):
+            result = remove(router, p["url"], p["timeout"], module.check_mode, until_gone=p["state"] == "absent")
         else:
             result = add(router, p["url"], p["api_key"], p["timeout"], module.check_mode)
     except RouterDown:

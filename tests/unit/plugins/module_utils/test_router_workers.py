@@ -107,6 +107,26 @@ def test_removal_drains_and_waits_until_the_router_lets_go() -> None:
     assert [c[0] for c in smg.calls] == ["GET"]
 
 
+def test_a_drain_returns_once_the_router_routes_it_nothing_new() -> None:
+    smg = FakeSmg([URL, "http://10.0.0.12:18080"], settle=3)
+    result = remove(router(smg), URL, timeout=60, check=False, until_gone=False, **FAST)
+    assert result == {"changed": True, "before": "status ready, healthy True, 0 request(s) in flight"}
+    # Draining: no new request goes to it; SMG lets it go after its settle time, without waiting here.
+    assert find({"workers": list(smg.workers.values())}, URL)["status"] == "draining"  # type: ignore[index]
+    assert [c[:2] for c in smg.calls].count(("DELETE", "/workers/id-0")) == 1
+    assert [c[0] for c in smg.calls].count("GET") == 2  # the entry, then the first look after the DELETE
+    # Draining already: no second DELETE.
+    assert remove(router(smg), URL, timeout=60, check=False, until_gone=False, **FAST)["changed"] is True
+    assert [c[:2] for c in smg.calls].count(("DELETE", "/workers/id-0")) == 1
+    for _ in range(3):
+        router(smg).entry(URL)  # SMG's settle time passes
+    assert [w["url"] for w in smg.workers.values()] == ["http://10.0.0.12:18080"]
+    # Already out: nothing to do, nothing called but the listing.
+    smg.calls.clear()
+    assert remove(router(smg), URL, timeout=60, check=False, **FAST)["changed"] is False
+    assert [c[0] for c in smg.calls] == ["GET"]
+
+
 def test_check_mode_reports_and_changes_nothing() -> None:
     smg = FakeSmg([URL])
     assert remove(router(smg), URL, timeout=60, check=True, **FAST)["changed"] is True
