@@ -118,7 +118,7 @@ def test_a_drain_returns_once_the_router_routes_it_nothing_new() -> None:
     # Draining already: no second DELETE.
     assert remove(router(smg), URL, timeout=60, check=False, until_gone=False, **FAST)["changed"] is True
     assert [c[:2] for c in smg.calls].count(("DELETE", "/workers/id-0")) == 1
-    for _ in range(3):
+    for _listing in range(3):
         router(smg).entry(URL)  # SMG's settle time passes
     assert [w["url"] for w in smg.workers.values()] == ["http://10.0.0.12:18080"]
     # Already out: nothing to do, nothing called but the listing.
