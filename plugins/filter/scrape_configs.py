@@ -60,6 +60,8 @@ options:
         C(ca_file) (the site CA), C(cert_file) and C(key_file) (the monitoring host's client certificate).
       - C(glm-sglang) then scrapes over mutual TLS, and C(glm-health-generate) probes C(https://).
       - Omitted or null, the servers' targets are C(http://host:port).
+      - C(glm-node) scrapes over mutual TLS when its targets are C(https://host:port) (node exporter's own TLS,
+        glm.fleet.exporters' C(exporters_node_tls)), which needs O(tls).
     type: dict
 """
 
@@ -114,6 +116,24 @@ PROBES = (("glm-health-generate", "sglang", "http", "glm_health_generate", "http
 TLS_FILES = ("ca_file", "cert_file", "key_file")
 
 
+def _https(job: str, by_host: Any) -> bool:
+    """Whether a kind's targets are https:// (all of them) or http:// (all of them)."""
+    urls = [str(u) for urls in (by_host or {}).values() for u in ([urls] if isinstance(urls, str) else urls or [])]
+    schemes = {u.split("://", 1)[0] for u in urls}
+    if len(schemes) > 1:
+        raise AnsibleFilterError(f"{job}: the targets mix http:// and https://; got: {sorted(urls)!r}")
+    return schemes == {"https"}
+
+
+def _over_tls(kind: str, job: str, by_host: Any, tls: dict | None) -> bool:
+    """Whether a kind's job scrapes over mutual TLS: the servers' with tls, node exporters' where
+    their targets are https://."""
+    over_tls = (tls is not None and kind == "sglang") or (kind == "node" and _https(job, by_host))
+    if over_tls and tls is None:
+        raise AnsibleFilterError(f"{job}: https:// targets need tls, the client certificate Prometheus presents")
+    return over_tls
+
+
 def _tls(tls: Any) -> dict | None:
     if tls is None:
         return None
@@ -161,7 +181,7 @@ def scrape_configs(  # noqa: PLR0917 - a Jinja filter's keyword options
     servers_tls = _tls(tls)
     configs = []
     for kind, job, path in KINDS:
-        over_tls = servers_tls is not None and kind == "sglang"
+        over_tls = _over_tls(kind, job, targets.get(kind), servers_tls)
         static = _static(job, targets.get(kind) or {}, "https" if over_tls else "http")
         if static:
             configs.append({"job_name": job, "metrics_path": path, "static_configs": static})

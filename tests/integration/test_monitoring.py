@@ -12,6 +12,7 @@ import io
 import json
 import math
 import ssl
+import subprocess
 import sys
 import time
 import urllib.error
@@ -87,6 +88,32 @@ def test_every_target_of_the_fleet_is_up(fleet: dict[str, Any]) -> None:
     wait_for(f"every target up: {expected}", up, timeout=30)
     nodes = {r["metric"]["node"] for r in prometheus("/api/v1/query", query="up{job='glm-sglang'}")["result"]}
     assert nodes == {n["name"] for n in fleet["nodes"] if n["group"] == "gpu_nodes"}
+
+
+def test_node_exporter_answers_only_a_client_certificate_of_the_site_ca(fleet: dict[str, Any]) -> None:
+    """N6, node exporter: from the laptop (a host of the LAN), plain HTTP gets no metrics and HTTPS
+    without a client certificate fails the handshake; Prometheus scrapes every host (the test above)
+    with the monitoring host's client certificate."""
+    laptop = f"{lab.PREFIX}-laptop-1"
+    ca = (SECRETS / "ca" / "ca.pem").read_text()
+    in_node(laptop, "sh", "-c", "cat > /root/glm-site-ca.pem", stdin=ca)
+    for node in fleet["nodes"]:
+        if node["group"] not in ("gpu_nodes", "site_cache", "gateway"):
+            continue
+        plain = in_node(laptop, "curl", "-s", "--max-time", "5", f"http://{node['address']}:9100/metrics")
+        assert "node_exporter_build_info" not in plain, node["name"]
+        tls = subprocess.run(
+            ["docker", "exec", laptop, "curl", "-s", "--max-time", "5", "--cacert", "/root/glm-site-ca.pem",
+             f"https://{node['address']}:9100/metrics"],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        # The server asks for a certificate and the laptop has none: curl 56 (TLS 1.3 alert on read) or 35.
+        assert tls.returncode in (35, 56), (node["name"], tls.returncode, tls.stdout[:200])
+        assert "node_exporter_build_info" not in tls.stdout, node["name"]
+        stat = in_node(
+            f"{lab.PREFIX}-{node['name']}", "stat", "-c", "%U %a", "/etc/prometheus/glm-fleet-node-exporter/node.key"
+        )
+        assert stat == "prometheus 600", (node["name"], stat)
 
 
 def test_the_dcgm_exporter_reports_every_gpu_of_every_node(fleet: dict[str, Any]) -> None:

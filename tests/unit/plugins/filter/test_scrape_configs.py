@@ -78,6 +78,26 @@ def test_servers_behind_their_tls_front_are_scraped_and_probed_over_mutual_tls()
         scrape_configs({"sglang": servers}, "127.0.0.1:9115", tls={"ca_file": "/x"})
 
 
+def test_node_exporters_that_require_a_client_certificate_are_scraped_over_mutual_tls() -> None:
+    tls = {"ca_file": "/etc/p/ca.pem", "cert_file": "/etc/p/c.pem", "key_file": "/etc/p/c.key"}
+    nodes = {"gpu-1": "https://10.0.0.11:9100", "cache-1": ["https://10.0.0.5:9100"]}
+    configs = jobs(scrape_configs({"node": nodes}, "127.0.0.1:9115", tls=tls))
+    assert (configs["glm-node"]["scheme"], configs["glm-node"]["tls_config"]) == ("https", tls)
+    assert configs["glm-node"]["static_configs"] == [
+        {"targets": ["10.0.0.5:9100"], "labels": {"node": "cache-1"}},
+        {"targets": ["10.0.0.11:9100"], "labels": {"node": "gpu-1"}},
+    ]
+    # Plain node exporters with TLS servers: only the servers' job presents the certificate.
+    both = jobs(
+        scrape_configs({**TARGETS, "sglang": {"gpu-1": ["https://10.0.0.11:18080"]}}, "127.0.0.1:9115", tls=tls)
+    )
+    assert "scheme" not in both["glm-node"]
+    with pytest.raises(AnsibleFilterError, match="glm-node: https:// targets need tls"):
+        scrape_configs({"node": nodes}, "127.0.0.1:9115")
+    with pytest.raises(AnsibleFilterError, match="glm-node: the targets mix http:// and https://"):
+        scrape_configs({"node": {**nodes, "gpu-2": "http://10.0.0.12:9100"}}, "127.0.0.1:9115", tls=tls)
+
+
 def test_nothing_published_gives_no_jobs() -> None:
     assert scrape_configs({}, "127.0.0.1:9115") == []
 
