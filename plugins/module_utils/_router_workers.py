@@ -29,6 +29,10 @@ class RouterError(Exception):
     pass
 
 
+class RouterRefused(RouterError):
+    """The router refused the key (401 or 403)."""
+
+
 def find(listing: Any, url: str) -> dict[str, Any] | None:
     """The router's entry for the worker at url (compared without a trailing /), if it has one."""
     workers = listing.get("workers") if isinstance(listing, dict) else None
@@ -72,7 +76,7 @@ class Router:
                 raise RouterDown(f"nothing listens on {self.base}") from e
             raise RouterError(f"{self.base}{path}: {reason}") from e
         if status in (401, 403):
-            raise RouterError(
+            raise RouterRefused(
                 f"the router at {self.base} refused the key ({status}): it must be the router's control-plane key"
                 " (admin_key_file), or its --api-key where it has none"
             )

@@ -45,8 +45,8 @@ options:
       - A file, on the host the module runs on, that holds the router's control-plane key (the only
         key that opens its worker API once the router has one). This module's calls to
         the worker API carry it; it never leaves the host.
-      - When the file does not exist (a router set up before it had a control-plane key), the calls
-        carry O(api_key).
+      - When the file does not exist, or the router refuses its key (a router set up, or not restarted,
+        since before it had a control-plane key), the calls carry O(api_key).
     type: path
     default: ""
   state:
@@ -68,6 +68,7 @@ EXAMPLES = r"""
   glm.fleet.router_worker:
     router: http://127.0.0.1:30000
     url: http://10.0.0.11:18080
+    api_key: "{{ sglang_server_api_key }}"
     admin_key_file: /etc/glm-fleet/gateway/router-admin.key
     state: drained
   delegate_to: gateway-1
@@ -102,6 +103,7 @@ from ansible_collections.glm.fleet.plugins.module_utils._router_workers import (
     Router,
     RouterDown,
     RouterError,
+    RouterRefused,
     add,
     remove,
 )
@@ -138,12 +140,22 @@ def main() -> None:
         supports_check_mode=True,
     )
     p = module.params
-    router = Router(p["router"], control_key(module, p["admin_key_file"], p["api_key"]))
-    try:
+    key = control_key(module, p["admin_key_file"], p["api_key"])
+
+    def change(router: Router) -> dict:
         if p["state"] in ("absent", "drained"):
-            result = remove(router, p["url"], p["timeout"], module.check_mode, until_gone=p["state"] == "absent")
-        else:
-            result = add(router, p["url"], p["api_key"], p["timeout"], module.check_mode)
+            return remove(router, p["url"], p["timeout"], module.check_mode, until_gone=p["state"] == "absent")
+        return add(router, p["url"], p["api_key"], p["timeout"], module.check_mode)
+
+    try:
+        try:
+            result = change(Router(p["router"], key))
+        except RouterRefused:
+            # A router that has not restarted since its control-plane key was made (the run that made
+            # it stopped before its handlers) still opens its API to --api-key only.
+            if not p["api_key"] or key == p["api_key"]:
+                raise
+            result = change(Router(p["router"], p["api_key"]))
     except RouterDown:
         module.exit_json(changed=False, router_running=False)
     except RouterError as e:

@@ -24,8 +24,9 @@ ARGS = {"router": "http://127.0.0.1:30000", "url": URL, "api_key": SERVERS_KEY, 
 
 
 class Router:
-    """The router's worker API as SMG 1.13.0 answers it with a control-plane key set: only that key
-    opens /workers (the servers' key gets 401), and an added worker serves at once. It stands in for
+    """The router's worker API as SMG 1.13.0 answers it: with a control-plane key set only that key
+    opens /workers (the servers' key gets 401), without one only its --api-key (the servers' key);
+    an added worker serves at once. It stands in for
     the HTTP requests only (the module's own client makes them)."""
 
     def __init__(self, control_key: str | None) -> None:
@@ -35,7 +36,7 @@ class Router:
         body = json.loads(data) if data else None
         key = headers.get("Authorization", "").removeprefix("Bearer ")
         self.calls.append((method, url, key, body))
-        if self.control_key is not None and key != self.control_key:
+        if key != (self.control_key or SERVERS_KEY):  # without a control-plane key, --api-key opens the API
             raise urllib.error.HTTPError(url, 401, "Unauthorized", {}, io.BytesIO(b'{"error": "unauthorized"}'))  # type: ignore[arg-type]
         if method == "POST":
             self.workers.append({"id": "w1", "url": body["url"], "status": "ready", "is_healthy": True})
@@ -84,6 +85,17 @@ def test_without_the_file_the_servers_key_opens_a_router_that_has_no_control_pla
     out = run_main(router_worker.main, {**ARGS, "admin_key_file": str(tmp_path / "absent.key")})
     assert out["failed"] is False, out
     assert {key for _method, _path, key, _body in fake.calls} == {SERVERS_KEY}
+
+
+def test_a_router_not_restarted_since_its_key_was_made_is_opened_with_the_servers_key(
+    mocker: Any, run_main: RunMain, tmp_path: Path
+) -> None:
+    fake = router(mocker, None)
+    out = run_main(router_worker.main, {**ARGS, "state": "drained", "admin_key_file": key_file(tmp_path, ADMIN_KEY)})
+    assert out["failed"] is False, out
+    keys = [key for _method, _path, key, _body in fake.calls]
+    assert keys[0] == ADMIN_KEY  # refused: the router has no control-plane key yet
+    assert set(keys[1:]) == {SERVERS_KEY}
 
 
 def test_an_empty_key_file_is_named_and_nothing_is_called(mocker: Any, run_main: RunMain, tmp_path: Path) -> None:
