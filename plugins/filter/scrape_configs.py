@@ -58,10 +58,10 @@ options:
       - The servers behind their TLS front (C(sglang_server_tls)), whose targets are then
         C(https://host:port); the files Prometheus and the blackbox exporter present and verify with,
         C(ca_file) (the site CA), C(cert_file) and C(key_file) (the monitoring host's client certificate).
-      - C(glm-sglang) then scrapes over mutual TLS, and C(glm-health-generate) probes C(https://).
-      - Omitted or null, the servers' targets are C(http://host:port).
-      - C(glm-node) scrapes over mutual TLS when its targets are C(https://host:port) (node exporter's own TLS,
-        glm.fleet.exporters' C(exporters_node_tls)), which needs O(tls).
+      - C(glm-sglang) scrapes over mutual TLS, and C(glm-health-generate) probes C(https://), when the servers'
+        targets are C(https://host:port) (behind their TLS fronts); C(glm-node) when node exporters' are
+        (glm.fleet.exporters' C(exporters_node_tls)). Either needs O(tls); a kind's targets are all C(http://) or
+        all C(https://).
     type: dict
 """
 
@@ -126,9 +126,9 @@ def _https(job: str, by_host: Any) -> bool:
 
 
 def _over_tls(kind: str, job: str, by_host: Any, tls: dict | None) -> bool:
-    """Whether a kind's job scrapes over mutual TLS: the servers' with tls, node exporters' where
-    their targets are https://."""
-    over_tls = (tls is not None and kind == "sglang") or (kind == "node" and _https(job, by_host))
+    """Whether a kind's job scrapes over mutual TLS: the servers' and node exporters' where their
+    targets are https://."""
+    over_tls = kind in ("sglang", "node") and _https(job, by_host)
     if over_tls and tls is None:
         raise AnsibleFilterError(f"{job}: https:// targets need tls, the client certificate Prometheus presents")
     return over_tls
@@ -149,7 +149,7 @@ def _probes(targets: dict, blackbox: str, tls: dict | None = None) -> list[dict]
     the target's host:port (instance) and inventory host (node)."""
     configs = []
     for job, kind, plain_scheme, module, plain_url in PROBES:
-        over_tls = bool(tls) and kind == "sglang"
+        over_tls = kind == "sglang" and _over_tls(kind, job, targets.get(kind), tls)
         scheme = "https" if over_tls else plain_scheme
         url = plain_url.replace("http://", "https://") if over_tls else plain_url
         static = _static(job, targets.get(kind) or {}, scheme)

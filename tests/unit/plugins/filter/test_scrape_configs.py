@@ -72,8 +72,12 @@ def test_servers_behind_their_tls_front_are_scraped_and_probed_over_mutual_tls()
     # No other job presents the client certificate.
     plain = jobs(scrape_configs({**TARGETS, "sglang": servers}, "127.0.0.1:9115", tls=tls))
     assert [name for name, job in plain.items() if "tls_config" in job] == ["glm-sglang"]
-    with pytest.raises(AnsibleFilterError, match="glm-sglang: a target must be an https://host:port URL"):
-        scrape_configs(TARGETS, "127.0.0.1:9115", tls=tls)
+    # Plain servers beside node exporters over TLS: the servers' job presents nothing.
+    mixed = jobs(scrape_configs({**TARGETS, "node": {"gpu-1": "https://10.0.0.11:9100"}}, "127.0.0.1:9115", tls=tls))
+    assert [name for name, job in mixed.items() if "tls_config" in job] == ["glm-node"]
+    assert mixed["glm-health-generate"]["relabel_configs"][0]["replacement"] == "http://$1/health_generate"
+    with pytest.raises(AnsibleFilterError, match="glm-sglang: https:// targets need tls"):
+        scrape_configs({"sglang": servers}, "127.0.0.1:9115")
     with pytest.raises(AnsibleFilterError, match="tls must be null or"):
         scrape_configs({"sglang": servers}, "127.0.0.1:9115", tls={"ca_file": "/x"})
 
@@ -139,7 +143,7 @@ def test_bad_site_jobs_are_refused_by_name(site: list, expected: str) -> None:
 
 @pytest.mark.parametrize(
     "url",
-    ["https://10.0.0.11:18080", "http://10.0.0.11", "http://10.0.0.11:18080/metrics", "http://a b:1", "http://x:1\n"],
+    ["http://10.0.0.11", "http://10.0.0.11:18080/metrics", "http://a b:1", "http://x:1\n", "ftp://10.0.0.11:18080"],
 )
 def test_a_published_url_that_is_not_http_host_port_is_refused(url: str) -> None:
     with pytest.raises(AnsibleFilterError, match="a target must be an http://host:port URL"):
