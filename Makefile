@@ -143,7 +143,9 @@ integration-tests: venv
 MOLECULE_BESIDE_FLEET := $(filter nvidia_container_toolkit gateway claude_code preflight,$(MOLECULE_SCENARIOS))
 MOLECULE_BESIDE_REST := $(filter monitoring,$(MOLECULE_SCENARIOS))
 MOLECULE_BESIDE_SERVING := $(filter-out $(MOLECULE_BESIDE_FLEET) $(MOLECULE_BESIDE_REST),$(MOLECULE_SCENARIOS))
-BESIDE := $(MAKE) --no-print-directory --jobs 2 --output-sync=target molecule-scenarios integration-tests
+# Beside the integration tests, two lanes: the longest scenario of each stage takes as long as the
+# others together, and a third lane would only slow the servers' restarts that the tests wait on.
+BESIDE := $(MAKE) --no-print-directory --jobs 2 --output-sync=target molecule-scenarios integration-tests MOLECULE_LANES=2
 
 test: GLM_LAB_GPU_NODES = 2
 test: deps venv ## every check (CI runs this)
