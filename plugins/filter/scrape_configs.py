@@ -60,8 +60,8 @@ options:
         C(ca_file) (the site CA), C(cert_file) and C(key_file) (the monitoring host's client certificate).
       - C(glm-sglang) scrapes over mutual TLS, and C(glm-health-generate) probes C(https://), when the servers'
         targets are C(https://host:port) (behind their TLS fronts); C(glm-node) when node exporters' are
-        (glm.fleet.exporters' C(exporters_node_tls)). Either needs O(tls); a kind's targets are all C(http://) or
-        all C(https://).
+        (glm.fleet.exporters' C(exporters_node_tls)), C(glm-dcgm) when the DCGM exporters' are
+        (C(exporters_dcgm_tls)). Each needs O(tls); a kind's targets are all C(http://) or all C(https://).
     type: dict
 """
 
@@ -126,9 +126,9 @@ def _https(job: str, by_host: Any) -> bool:
 
 
 def _over_tls(kind: str, job: str, by_host: Any, tls: dict | None) -> bool:
-    """Whether a kind's job scrapes over mutual TLS: the servers' and node exporters' where their
-    targets are https://."""
-    over_tls = kind in ("sglang", "node") and _https(job, by_host)
+    """Whether a kind's job scrapes over mutual TLS: the servers', node exporters' and DCGM exporters'
+    where their targets are https://."""
+    over_tls = kind in ("sglang", "node", "dcgm") and _https(job, by_host)
     if over_tls and tls is None:
         raise AnsibleFilterError(f"{job}: https:// targets need tls, the client certificate Prometheus presents")
     return over_tls

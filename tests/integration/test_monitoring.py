@@ -107,31 +107,67 @@ def test_every_target_of_the_fleet_is_up(fleet: dict[str, Any]) -> None:
     assert nodes == {n["name"] for n in fleet["nodes"] if n["group"] == "gpu_nodes"}
 
 
-def test_node_exporter_answers_only_a_client_certificate_of_the_site_ca(fleet: dict[str, Any]) -> None:
-    """N6, node exporter: from the laptop (a host of the LAN), plain HTTP gets no metrics and HTTPS
-    without a client certificate fails the handshake; Prometheus scrapes every host (the test above)
+def test_node_and_dcgm_exporters_answer_only_a_client_certificate_of_the_site_ca(fleet: dict[str, Any]) -> None:
+    """N6, node exporter on every host and the DCGM exporter on each GPU node (published through
+    docker's NAT): from the laptop (a host of the LAN), plain HTTP gets no metrics and HTTPS without a
+    client certificate fails the handshake; Prometheus scrapes every one (the tests around this one)
     with the monitoring host's client certificate."""
     laptop = f"{lab.PREFIX}-laptop-1"
     ca = (SECRETS / "ca" / "ca.pem").read_text()
     in_node(laptop, "sh", "-c", "cat > /root/glm-site-ca.pem", stdin=ca)
-    for node in fleet["nodes"]:
-        if node["group"] not in ("gpu_nodes", "site_cache", "gateway"):
-            continue
-        plain = in_node(laptop, "curl", "-s", "--max-time", "5", f"http://{node['address']}:9100/metrics")
-        assert "node_exporter_build_info" not in plain, node["name"]
+    exporters = [(node, 9100, "node_exporter_build_info") for node in fleet["nodes"]
+                 if node["group"] in ("gpu_nodes", "site_cache", "gateway")]  # fmt: skip
+    exporters += [(node, 9400, "DCGM_FI_DEV_GPU_TEMP") for node in fleet["nodes"] if node["group"] == "gpu_nodes"]
+    assert len(exporters) == 6, exporters  # 4 hosts' node exporters, 2 GPU nodes' DCGM exporters
+    for node, port, metric in exporters:
+        plain = in_node(laptop, "curl", "-s", "--max-time", "5", f"http://{node['address']}:{port}/metrics")
+        assert metric not in plain, (node["name"], port)
         tls = subprocess.run(
             ["docker", "exec", laptop, "curl", "-s", "--max-time", "5", "--cacert", "/root/glm-site-ca.pem",
-             f"https://{node['address']}:9100/metrics"],
+             f"https://{node['address']}:{port}/metrics"],
             capture_output=True, text=True, check=False,
         )  # fmt: skip
         # The server asks for a certificate and the laptop has none: its TLS 1.3 alert reaches curl during
         # the handshake (35), while it sends the request (55) or reads the answer (56).
-        assert tls.returncode in (35, 55, 56), (node["name"], tls.returncode, tls.stdout[:200])
-        assert "node_exporter_build_info" not in tls.stdout, node["name"]
+        assert tls.returncode in (35, 55, 56), (node["name"], port, tls.returncode, tls.stdout[:200])
+        assert metric not in tls.stdout, (node["name"], port)
         stat = in_node(
             f"{lab.PREFIX}-{node['name']}", "stat", "-c", "%U %a", "/etc/prometheus/glm-fleet-node-exporter/node.key"
         )
         assert stat == "prometheus 600", (node["name"], stat)
+
+
+def test_a_first_run_refuses_to_replace_a_configuration_of_the_sites_own(runner: Runner, fleet: dict[str, Any]) -> None:
+    """N18: where a role has not run yet (no receipt), a file of the distribution that it replaces and
+    that a site changed is refused, named, before anything changes (here node exporter's defaults on a
+    gateway host, which the exporters role replaces); glm.fleet's own file passes, and the role runs."""
+    container, path = f"{lab.PREFIX}-gateway-2", "/etc/default/prometheus-node-exporter"
+    receipt = "/var/lib/glm-fleet/receipts/exporters.json"
+    ours = in_node(container, "cat", path)
+    assert "Managed by glm.fleet.exporters" in ours
+    sites = 'ARGS="--collector.systemd --web.listen-address=:9100"\n'
+    in_node(container, "sh", "-c", f"cat > {path}", stdin=sites)
+    in_node(container, "mv", receipt, f"{receipt}.kept")
+    apply_role = REPO / "tests" / "integration" / "playbooks" / "apply_role.yml"
+    try:
+        refused = runner.playbook(apply_role, extravars={"target": "gateway-2", "role": "glm.fleet.exporters"})
+        assert refused.status == "failed", run_log(refused)
+        assert refused.stats["changed"].get("gateway-2", 0) == 0, refused.stats
+        failed = [e["event_data"]["res"].get("msg", "") for e in refused.events if e.get("event") == "runner_on_failed"]
+        assert len(failed) == 1, run_log(refused)
+        assert failed[0].startswith(
+            f"gateway-2: {path} is not glm.fleet's and differs from the one package prometheus-node-exporter ships"
+        ), failed[0]
+        assert in_node(container, "cat", path) == sites.strip()  # left as the site wrote it
+        assert in_node(container, "sh", "-c", f"test -e {receipt} && echo yes || echo no") == "no"  # none recorded
+    finally:
+        in_node(container, "sh", "-c", f"cat > {path}", stdin=ours + "\n")
+        in_node(container, "rm", "-f", f"{receipt}.kept")
+    # glm.fleet's own file passes: the role runs whole and records its receipt again.
+    again = runner.playbook(apply_role, extravars={"target": "gateway-2", "role": "glm.fleet.exporters"})
+    assert again.status == "successful", run_log(again)
+    assert in_node(container, "cat", path) == ours
+    assert in_node(container, "sh", "-c", f"test -s {receipt} && echo recorded") == "recorded"
 
 
 def test_the_dcgm_exporter_reports_every_gpu_of_every_node(fleet: dict[str, Any]) -> None:

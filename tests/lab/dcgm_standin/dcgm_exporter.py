@@ -7,6 +7,15 @@ etc/default-counters.csv (names, types and help text as there), one sample per G
 exporter labels them (gpu, UUID, pci_bus_id, device, modelName, Hostname, DCGM_FI_DRIVER_VERSION),
 values of an idle GPU. Without a GPU (no nvidia-smi in the container: started without --gpus) it
 exits 1 at start, as the exporter does when DCGM finds no GPU.
+
+`--web-config-file` (DCGM_EXPORTER_WEB_CONFIG_FILE) as the exporter's, which hands it to the Prometheus
+exporter toolkit: the file is read at start (a missing or unreadable file, an unknown key, a
+tls_server_config without cert_file and key_file, an unknown client_auth_type, or one that verifies
+client certificates without client_ca_file: exit 1) and again at each connection (the toolkit's
+GetConfigForClient: a renewed certificate is served without a restart); with tls_server_config the
+port speaks TLS only, and RequireAndVerifyClientCert refuses a client without a certificate that
+chains to client_ca_file and is for a client (extended key usage clientAuth, which Go checks and
+OpenSSL's server side checks as its "ssl_client" purpose).
 """
 
 from __future__ import annotations
@@ -16,9 +25,12 @@ import csv
 import io
 import os
 import socket
+import ssl
 import subprocess
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import yaml
 
 # etc/default-counters.csv: field, type, help (the exporter's defaults, in its order).
 COUNTERS = [
@@ -47,6 +59,15 @@ COUNTERS = [
     ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Whether remapping of rows has failed", 0),
 ]  # fmt: skip
 QUERY = "index,name,uuid,pci.bus_id,memory.total,driver_version"
+# The exporter toolkit's web configuration (web/tls_config.go), read strictly: any other key is an error.
+WEB_KEYS = {"tls_server_config", "http_server_config", "basic_auth_users", "rate_limit"}
+TLS_KEYS = {"cert_file", "key_file", "client_auth_type", "client_ca_file", "cipher_suites", "curve_preferences",
+            "min_version", "max_version", "prefer_server_cipher_suites", "client_allowed_sans"}  # fmt: skip
+CLIENT_AUTH = {"": ssl.CERT_NONE, "NoClientCert": ssl.CERT_NONE, "RequestClientCert": ssl.CERT_OPTIONAL,
+               "RequireAnyClientCert": ssl.CERT_REQUIRED, "VerifyClientCertIfGiven": ssl.CERT_OPTIONAL,
+               "RequireAndVerifyClientCert": ssl.CERT_REQUIRED}  # fmt: skip
+VERSIONS = {"TLS10": ssl.TLSVersion.TLSv1, "TLS11": ssl.TLSVersion.TLSv1_1, "TLS12": ssl.TLSVersion.TLSv1_2,
+            "TLS13": ssl.TLSVersion.TLSv1_3}  # fmt: skip
 
 
 def gpus() -> list[dict[str, str]]:
@@ -72,10 +93,53 @@ def exposition(devices: list[dict[str, str]], hostname: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def tls_context(path: str) -> ssl.SSLContext | None:
+    """The TLS the web configuration at `path` asks for (None: plain HTTP); ValueError or OSError
+    where the toolkit refuses it."""
+    with open(path, encoding="utf-8") as f:
+        config = yaml.safe_load(f) or {}
+    if not isinstance(config, dict) or set(config) - WEB_KEYS:
+        raise ValueError(
+            f"yaml: unmarshal errors: field(s) {sorted(set(config) - WEB_KEYS)} not found in type web.Config"
+        )
+    tls = config.get("tls_server_config")
+    if not tls:
+        return None
+    if set(tls) - TLS_KEYS:
+        raise ValueError(
+            f"yaml: unmarshal errors: field(s) {sorted(set(tls) - TLS_KEYS)} not found in type web.TLSConfig"
+        )
+    if not tls.get("cert_file") or not tls.get("key_file"):
+        raise ValueError("missing cert_file or key_file")
+    auth = str(tls.get("client_auth_type") or "")
+    if auth not in CLIENT_AUTH:
+        raise ValueError(f"Invalid ClientAuth: {auth}")
+    verifies = auth in ("VerifyClientCertIfGiven", "RequireAndVerifyClientCert")
+    if verifies and not tls.get("client_ca_file"):
+        raise ValueError(f"client_ca_file is required for client_auth_type {auth}")
+    version = str(tls.get("min_version") or "TLS12")
+    if version not in VERSIONS:
+        raise ValueError(f"unknown TLS version: {version}")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = VERSIONS[version]
+    context.load_cert_chain(tls["cert_file"], tls["key_file"])
+    if verifies:
+        context.load_verify_locations(tls["client_ca_file"])
+    context.verify_mode = CLIENT_AUTH[auth]
+    return context
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="dcgm-exporter")
-    parser.add_argument("-a", "--address", default=":9400")
+    parser.add_argument("-a", "--address", default=os.environ.get("DCGM_EXPORTER_LISTEN", ":9400"))
+    parser.add_argument("--web-config-file", default=os.environ.get("DCGM_EXPORTER_WEB_CONFIG_FILE", ""))
     args = parser.parse_args()
+    if args.web_config_file:
+        try:
+            tls_context(args.web_config_file)
+        except (OSError, ValueError, ssl.SSLError) as err:
+            print(f'level=error msg="Failed to Listen and Server HTTP server." err="{err}"', file=sys.stderr)
+            sys.exit(1)
     try:
         devices = gpus()
     except (OSError, subprocess.CalledProcessError) as err:
@@ -101,9 +165,23 @@ def main() -> None:
         def log_message(self, fmt: str, *a: object) -> None:
             return
 
+    class Server(ThreadingHTTPServer):
+        def finish_request(self, request: socket.socket, client_address: tuple) -> None:
+            # The toolkit reads the web configuration anew for each connection, in its own goroutine.
+            context = tls_context(args.web_config_file) if args.web_config_file else None
+            if context is not None:
+                try:
+                    request = context.wrap_socket(request, server_side=True)
+                except (OSError, ssl.SSLError) as err:
+                    print(f'level=error msg="http: TLS handshake error from {client_address[0]}: {err}"', flush=True)
+                    return
+            super().finish_request(request, client_address)
+
     host, _colon, port = args.address.rpartition(":")
     print(f'level=info msg="Starting webserver" address="{args.address}" gpus={len(devices)}', flush=True)
-    ThreadingHTTPServer((host or "0.0.0.0", int(port)), Handler).serve_forever()  # noqa: S104 - the exporter's default
+    if args.web_config_file and tls_context(args.web_config_file) is not None:
+        print(f'level=info msg="TLS is enabled." http2=true address="{args.address}"', flush=True)
+    Server((host or "0.0.0.0", int(port)), Handler).serve_forever()  # noqa: S104 - the exporter's default
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """The monitoring host presents its client certificate where the fleet's hosts published https://
-targets: the servers behind their TLS fronts, node exporters that require a client certificate, or
-both; rendered with Ansible's own templating from the role's vars."""
+targets: the servers behind their TLS fronts, node or DCGM exporters that require a client
+certificate, or any of them; rendered with Ansible's own templating from the role's vars."""
 
 from __future__ import annotations
 
@@ -24,18 +24,21 @@ def servers_tls(published: dict[str, dict[str, Any]]) -> bool:
 
 
 @pytest.mark.parametrize(
-    ("servers", "node", "expected"),
+    ("servers", "node", "dcgm", "expected"),
     [
-        ("http", "http", False),
-        ("https", "http", True),
-        ("http", "https", True),
-        ("https", "https", True),
+        ("http", "http", "http", False),
+        ("https", "http", "http", True),
+        ("http", "https", "http", True),
+        ("http", "http", "https", True),
+        ("https", "https", "https", True),
     ],
 )
-def test_the_client_certificate_goes_where_a_target_is_https(servers: str, node: str, expected: bool) -> None:
+def test_the_client_certificate_goes_where_a_target_is_https(
+    servers: str, node: str, dcgm: str, expected: bool
+) -> None:
     published = {
         "gpu-1": {"sglang_server_endpoints": [f"{servers}://10.0.0.11:18080"],
-                  "exporters_node_url": f"{node}://10.0.0.11:9100"},
+                  "exporters_node_url": f"{node}://10.0.0.11:9100", "exporters_dcgm_url": f"{dcgm}://10.0.0.11:9400"},
         "cache-1": {"exporters_node_url": f"{node}://10.0.0.5:9100"},
     }  # fmt: skip
     assert servers_tls(published) is expected

@@ -102,6 +102,24 @@ def test_node_exporters_that_require_a_client_certificate_are_scraped_over_mutua
         scrape_configs({"node": {**nodes, "gpu-2": "http://10.0.0.12:9100"}}, "127.0.0.1:9115", tls=tls)
 
 
+def test_dcgm_exporters_that_require_a_client_certificate_are_scraped_over_mutual_tls() -> None:
+    tls = {"ca_file": "/etc/p/ca.pem", "cert_file": "/etc/p/c.pem", "key_file": "/etc/p/c.key"}
+    dcgm = {"gpu-1": "https://10.0.0.11:9400", "gpu-2": "https://10.0.0.12:9400"}
+    configs = jobs(
+        scrape_configs({"dcgm": dcgm, "node": {"gpu-1": "http://10.0.0.11:9100"}}, "127.0.0.1:9115", tls=tls)
+    )
+    assert (configs["glm-dcgm"]["scheme"], configs["glm-dcgm"]["tls_config"]) == ("https", tls)
+    assert configs["glm-dcgm"]["static_configs"] == [
+        {"targets": ["10.0.0.11:9400"], "labels": {"node": "gpu-1"}},
+        {"targets": ["10.0.0.12:9400"], "labels": {"node": "gpu-2"}},
+    ]
+    assert "scheme" not in configs["glm-node"]  # each kind by its own targets' scheme
+    with pytest.raises(AnsibleFilterError, match="glm-dcgm: https:// targets need tls"):
+        scrape_configs({"dcgm": dcgm}, "127.0.0.1:9115")
+    with pytest.raises(AnsibleFilterError, match="glm-dcgm: the targets mix http:// and https://"):
+        scrape_configs({"dcgm": {**dcgm, "gpu-3": "http://10.0.0.13:9400"}}, "127.0.0.1:9115", tls=tls)
+
+
 def test_nothing_published_gives_no_jobs() -> None:
     assert scrape_configs({}, "127.0.0.1:9115") == []
 
