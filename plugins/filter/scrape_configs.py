@@ -61,7 +61,8 @@ options:
       - C(glm-sglang) scrapes over mutual TLS, and C(glm-health-generate) probes C(https://), when the servers'
         targets are C(https://host:port) (behind their TLS fronts); C(glm-node) when node exporters' are
         (glm.fleet.exporters' C(exporters_node_tls)), C(glm-dcgm) when the DCGM exporters' are
-        (C(exporters_dcgm_tls)). Each needs O(tls); a kind's targets are all C(http://) or all C(https://).
+        (C(exporters_dcgm_tls)), C(glm-gateway) and C(glm-gateway-log) when the gateways' are (glm.fleet.gateway's
+        C(gateway_metrics_tls)). Each needs O(tls); a kind's targets are all C(http://) or all C(https://).
     type: dict
 """
 
@@ -126,9 +127,9 @@ def _https(job: str, by_host: Any) -> bool:
 
 
 def _over_tls(kind: str, job: str, by_host: Any, tls: dict | None) -> bool:
-    """Whether a kind's job scrapes over mutual TLS: the servers', node exporters' and DCGM exporters'
-    where their targets are https://."""
-    over_tls = kind in ("sglang", "node", "dcgm") and _https(job, by_host)
+    """Whether a kind's job scrapes over mutual TLS: the servers', node and DCGM exporters', the
+    router's and the gateway's answers' where their targets are https://."""
+    over_tls = kind in ("sglang", "node", "dcgm", "gateway", "gateway_log") and _https(job, by_host)
     if over_tls and tls is None:
         raise AnsibleFilterError(f"{job}: https:// targets need tls, the client certificate Prometheus presents")
     return over_tls

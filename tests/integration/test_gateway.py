@@ -166,7 +166,7 @@ def test_the_routers_worker_api_opens_to_its_own_host_s_control_plane_key_only(g
 
 def responses_by_developer() -> dict[str, float]:
     """The gateway's answers so far by developer (mtail's counter over nginx's log), all statuses."""
-    text = in_node(GATEWAY, "curl", "-s", "http://127.0.0.1:3903/metrics")
+    text = in_node(GATEWAY, "curl", "-s", "http://127.0.0.1:13903/metrics")  # mtail on loopback, behind nginx
     counts: dict[str, float] = {}
     for line in text.splitlines():
         if line.startswith("glm_gateway_responses_total{"):

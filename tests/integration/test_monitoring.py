@@ -107,19 +107,28 @@ def test_every_target_of_the_fleet_is_up(fleet: dict[str, Any]) -> None:
     assert nodes == {n["name"] for n in fleet["nodes"] if n["group"] == "gpu_nodes"}
 
 
-def test_node_and_dcgm_exporters_answer_only_a_client_certificate_of_the_site_ca(fleet: dict[str, Any]) -> None:
-    """N6, node exporter on every host and the DCGM exporter on each GPU node (published through
-    docker's NAT): from the laptop (a host of the LAN), plain HTTP gets no metrics and HTTPS without a
-    client certificate fails the handshake; Prometheus scrapes every one (the tests around this one)
-    with the monitoring host's client certificate."""
+def test_exporters_and_the_gateways_metrics_answer_only_a_client_certificate_of_the_site_ca(
+    fleet: dict[str, Any],
+) -> None:
+    """N6: node exporter on every host, the DCGM exporter on each GPU node (published through docker's
+    NAT), and on each gateway host the router's metrics and mtail's (behind nginx): from the laptop (a
+    host of the LAN), plain HTTP gets no metrics, and HTTPS without a client certificate fails the
+    handshake (the exporters' toolkit) or gets nginx's 400; Prometheus scrapes every one (the tests
+    around this one) with the monitoring host's client certificate."""
     laptop = f"{lab.PREFIX}-laptop-1"
     ca = (SECRETS / "ca" / "ca.pem").read_text()
     in_node(laptop, "sh", "-c", "cat > /root/glm-site-ca.pem", stdin=ca)
-    exporters = [(node, 9100, "node_exporter_build_info") for node in fleet["nodes"]
-                 if node["group"] in ("gpu_nodes", "site_cache", "gateway")]  # fmt: skip
-    exporters += [(node, 9400, "DCGM_FI_DEV_GPU_TEMP") for node in fleet["nodes"] if node["group"] == "gpu_nodes"]
-    assert len(exporters) == 6, exporters  # 4 hosts' node exporters, 2 GPU nodes' DCGM exporters
-    for node, port, metric in exporters:
+    nodes = fleet["nodes"]
+    served = [
+        (node, 9100, "node_exporter_build_info")
+        for node in nodes
+        if node["group"] in ("gpu_nodes", "site_cache", "gateway")
+    ]
+    served += [(node, 9400, "DCGM_FI_DEV_GPU_TEMP") for node in nodes if node["group"] == "gpu_nodes"]
+    gateways = [node for node in nodes if node["group"] in ("site_cache", "gateway")]
+    served += [(node, port, metric) for node in gateways for port, metric in ((29000, "smg_"), (3903, "glm_gateway_"))]
+    assert len(served) == 10, served  # 4 hosts' node exporters, 2 GPU nodes' DCGM exporters, 2 gateways' two ports
+    for node, port, metric in served:
         plain = in_node(laptop, "curl", "-s", "--max-time", "5", f"http://{node['address']}:{port}/metrics")
         assert metric not in plain, (node["name"], port)
         tls = subprocess.run(
@@ -127,14 +136,23 @@ def test_node_and_dcgm_exporters_answer_only_a_client_certificate_of_the_site_ca
              f"https://{node['address']}:{port}/metrics"],
             capture_output=True, text=True, check=False,
         )  # fmt: skip
-        # The server asks for a certificate and the laptop has none: its TLS 1.3 alert reaches curl during
-        # the handshake (35), while it sends the request (55) or reads the answer (56).
-        assert tls.returncode in (35, 55, 56), (node["name"], port, tls.returncode, tls.stdout[:200])
         assert metric not in tls.stdout, (node["name"], port)
-        stat = in_node(
-            f"{lab.PREFIX}-{node['name']}", "stat", "-c", "%U %a", "/etc/prometheus/glm-fleet-node-exporter/node.key"
-        )
-        assert stat == "prometheus 600", (node["name"], stat)
+        if port in (29000, 3903):  # nginx: the handshake completes (its certificate verified), then 400
+            assert tls.returncode == 0, (node["name"], port, tls.returncode)
+            assert "No required SSL certificate was sent" in tls.stdout, (node["name"], port)
+        else:  # The server asks for a certificate and the laptop has none: its TLS 1.3 alert reaches curl
+            # during the handshake (35), while it sends the request (55) or reads the answer (56).
+            assert tls.returncode in (35, 55, 56), (node["name"], port, tls.returncode, tls.stdout[:200])
+    for node in nodes:
+        if node["group"] in ("gpu_nodes", "site_cache", "gateway"):
+            stat = in_node(
+                f"{lab.PREFIX}-{node['name']}",
+                "stat",
+                "-c",
+                "%U %a",
+                "/etc/prometheus/glm-fleet-node-exporter/node.key",
+            )
+            assert stat == "prometheus 600", (node["name"], stat)
 
 
 def test_a_first_run_refuses_to_replace_a_configuration_of_the_sites_own(runner: Runner, fleet: dict[str, Any]) -> None:

@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import time
 from pathlib import Path
 
@@ -91,9 +92,30 @@ def test_router_listens_on_loopback_and_nginx_on_https(host) -> None:  # noqa: A
     assert host.socket("tcp://127.0.0.1:30000").is_listening
     assert not host.socket("tcp://0.0.0.0:30000").is_listening
     assert host.socket("tcp://0.0.0.0:443").is_listening
-    assert host.socket("tcp://0.0.0.0:29000").is_listening  # the router's Prometheus metrics
-    metrics = host.check_output("curl -s http://127.0.0.1:29000/metrics")
+    metrics = host.check_output("curl -s http://127.0.0.1:39000/metrics")  # the router's own, on loopback
     assert "smg_" in metrics, metrics[:500]
+    assert not host.socket("tcp://0.0.0.0:39000").is_listening
+
+
+def test_the_gateways_metrics_answer_only_a_client_certificate_of_the_site_ca(host) -> None:  # noqa: ANN001
+    """gateway_metrics_tls: nginx answers on the router's metrics port (29000) and mtail's (3903) over
+    HTTPS only, with a certificate of the site CA for the host's name, and 400 to a client without a
+    certificate; plain HTTP gets no metrics (the monitoring scenario and the lab's Prometheus scrape
+    them with a client certificate of the site CA)."""
+    ca = (SECRETS / "ca" / "ca.pem").read_text()
+    host.run(f"printf %s {shlex.quote(ca)} > /root/glm-site-ca.pem")
+    name = host.backend.get_hostname()
+    for port, metric in ((29000, "smg_"), (3903, "glm_gateway_responses_total")):
+        assert host.socket(f"tcp://0.0.0.0:{port}").is_listening
+        plain = host.run(f"curl -s --max-time 5 http://127.0.0.1:{port}/metrics")
+        assert metric not in plain.stdout, port
+        bare = host.run(
+            f"curl -s --max-time 5 --cacert /root/glm-site-ca.pem --resolve {name}:{port}:127.0.0.1"
+            f" https://{name}:{port}/metrics"
+        )
+        assert bare.rc == 0, (port, bare.rc, bare.stderr)  # the certificate verified against the site CA
+        assert metric not in bare.stdout, port
+        assert "No required SSL certificate was sent" in bare.stdout, (port, bare.stdout[:300])
 
 
 def test_the_certificate_is_the_site_cas_and_names_the_host(host) -> None:  # noqa: ANN001
@@ -240,7 +262,7 @@ def test_no_key_in_argv_logs_or_readable_files(host) -> None:  # noqa: ANN001
 
 def answers(host) -> dict[tuple[str, str], float]:  # noqa: ANN001
     """mtail's count of the gateway's answers: (status, developer) -> count."""
-    metrics = host.check_output("curl -s http://127.0.0.1:3903/metrics")
+    metrics = host.check_output("curl -s http://127.0.0.1:13903/metrics")  # mtail's own, on loopback
     found = re.findall(r"^glm_gateway_responses_total\{([^}]*)\} (\S+)$", metrics, re.MULTILINE)
     out = {}
     for labels, value in found:
@@ -255,7 +277,7 @@ def test_mtail_counts_the_gateways_answers_by_status_and_developer(host) -> None
     service = host.service("mtail")
     assert service.is_running, host.run("journalctl -u mtail --no-pager -n 30").stdout
     assert service.is_enabled
-    assert host.socket("tcp://0.0.0.0:3903").is_listening
+    assert host.socket("tcp://127.0.0.1:13903").is_listening  # behind nginx's TLS on 3903
     compiled = host.run("mtail --compile_only --logtostderr --address 127.0.0.1 --port 0 --progs /etc/mtail")
     assert compiled.rc == 0, compiled.stderr
     assert "Loaded program glm-fleet-gateway.mtail" in compiled.stderr

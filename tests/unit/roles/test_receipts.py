@@ -61,7 +61,10 @@ def variables(role: str) -> dict[str, Any]:
     # What glm.fleet.tls_certificate returned on the controller (the files the TLS tasks copy from).
     issued = {"ca_cert": "/ctl/ca/ca.pem", "cert": "/ctl/ca/x.pem", "key": "/ctl/ca/x.key", "changed": False}
     out.update(
-        {f"__{name}_issued": issued for name in ("sglang_server", "gateway_client", "monitoring_client", "exporters")}
+        {
+            f"__{name}_issued": issued
+            for name in ("sglang_server", "gateway_client", "gateway_metrics", "monitoring_client", "exporters")
+        }
     )
     for name in ("deployment", role):
         for part in ("defaults", "vars"):

@@ -120,6 +120,17 @@ def test_dcgm_exporters_that_require_a_client_certificate_are_scraped_over_mutua
         scrape_configs({"dcgm": {**dcgm, "gpu-3": "http://10.0.0.13:9400"}}, "127.0.0.1:9115", tls=tls)
 
 
+def test_the_gateways_metrics_behind_mutual_tls_are_scraped_with_the_client_certificate() -> None:
+    tls = {"ca_file": "/etc/p/ca.pem", "cert_file": "/etc/p/c.pem", "key_file": "/etc/p/c.key"}
+    published = {"gateway": {"cache-1": "https://10.0.0.5:29000"}, "gateway_log": {"cache-1": "https://10.0.0.5:3903"}}
+    configs = jobs(scrape_configs(published, "127.0.0.1:9115", tls=tls))
+    for job, port in (("glm-gateway", 29000), ("glm-gateway-log", 3903)):
+        assert (configs[job]["scheme"], configs[job]["tls_config"]) == ("https", tls)
+        assert configs[job]["static_configs"] == [{"targets": [f"10.0.0.5:{port}"], "labels": {"node": "cache-1"}}]
+    with pytest.raises(AnsibleFilterError, match="glm-gateway: https:// targets need tls"):
+        scrape_configs(published, "127.0.0.1:9115")
+
+
 def test_nothing_published_gives_no_jobs() -> None:
     assert scrape_configs({}, "127.0.0.1:9115") == []
 
