@@ -87,16 +87,16 @@ sanity: collection-copy ## ansible-test sanity and antsibull-docs' lint on a cle
 	  echo "make: sanity took $$(( $$(date +%s) - start )) s"
 	cd $(SANITY_ROOT) && antsibull-docs lint-collection-docs --plugin-docs .
 
-# Every unit test with pytest; the plugins' (tests/unit/plugins/, laid out as plugins/) also with
-# ansible-test units, as the collection's users and Ansible's tooling run them.
+# Every unit test once: the plugins' (tests/unit/plugins/, laid out as plugins/) with ansible-test
+# units, as the collection's users and Ansible's tooling run them; the others with pytest.
 unit: collection-copy
-	pytest tests/unit
+	pytest tests/unit --ignore=tests/unit/plugins
 	cd $(SANITY_ROOT) && ansible-test units --local --python $(VENV_PYTHON) --color no tests/unit/plugins/
 
 # The older ansible-core releases of the support matrix (tests/ansible-core-matrix.txt), each in a venv
 # of its own: sanity and unit tests as `make sanity unit` runs them on requirements.txt's, the newest.
 matrix: venv ## sanity and unit tests on every other ansible-core of the support matrix
-	$(BIN)/python tools/core_matrix.py
+	$(BESIDE_NICE) $(BIN)/python tools/core_matrix.py
 
 molecule: engine ## every molecule scenario (systemd containers from the lab image)
 	$(BIN)/python tests/lab/lab.py image
@@ -106,7 +106,7 @@ molecule: engine ## every molecule scenario (systemd containers from the lab ima
 # Scenarios (SCENARIOS, default all) on the lab's services as they run (`lab.py services` restarts them).
 SCENARIOS ?= $(MOLECULE_SCENARIOS)
 molecule-scenarios: venv
-	$(BIN)/python tools/molecule_lanes.py --lanes $(MOLECULE_LANES) $(SCENARIOS)
+	$(BESIDE_NICE) $(BIN)/python tools/molecule_lanes.py --lanes $(MOLECULE_LANES) $(SCENARIOS)
 
 # In fleet order: the lab itself, refusals on fresh nodes, site.yml from scratch, then what runs on it;
 # the benchmark last (it leaves the gateway on round-robin routing).
@@ -145,14 +145,20 @@ MOLECULE_BESIDE_REST := $(filter monitoring,$(MOLECULE_SCENARIOS))
 MOLECULE_BESIDE_SERVING := $(filter-out $(MOLECULE_BESIDE_FLEET) $(MOLECULE_BESIDE_REST),$(MOLECULE_SCENARIOS))
 # Beside the integration tests, two lanes: the longest scenario of each stage takes as long as the
 # others together, and a third lane would only slow the servers' restarts that the tests wait on.
-BESIDE := $(MAKE) --no-print-directory --jobs 2 --output-sync=target molecule-scenarios integration-tests MOLECULE_LANES=2
+# What runs beside them (molecule's controller side, the matrix) runs niced: the integration tests wait
+# on servers, health gates and timers that CPU contention stretches, while the work beside them only
+# has to finish before they do, in the CPU they leave idle.
+BESIDE_NICE ?=
+BESIDE := $(MAKE) --no-print-directory --jobs 2 --output-sync=target molecule-scenarios integration-tests \
+  MOLECULE_LANES=2 BESIDE_NICE="nice -n 10"
 
 test: GLM_LAB_GPU_NODES = 2
 test: deps venv ## every check (CI runs this)
 	$(MAKE) --no-print-directory --jobs 4 --output-sync=target check lab-up
 	$(BESIDE) SCENARIOS="$(MOLECULE_BESIDE_FLEET)" TESTS="$(INTEGRATION_FLEET)"
 	$(BESIDE) SCENARIOS="$(MOLECULE_BESIDE_SERVING)" TESTS="$(INTEGRATION_SERVING)"
-	$(MAKE) --no-print-directory --jobs 3 --output-sync=target molecule-scenarios integration-tests matrix SCENARIOS="$(MOLECULE_BESIDE_REST)" TESTS="$(filter-out test_bench,$(INTEGRATION_REST))"
+	$(MAKE) --no-print-directory --jobs 3 --output-sync=target molecule-scenarios integration-tests matrix \
+	  BESIDE_NICE="nice -n 10" SCENARIOS="$(MOLECULE_BESIDE_REST)" TESTS="$(filter-out test_bench,$(INTEGRATION_REST))"
 	$(call PYTEST_INTEGRATION,test_bench)
 	$(BIN)/python tests/lab/lab.py down
 
