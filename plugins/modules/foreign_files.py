@@ -13,8 +13,8 @@ description:
   - A role that configures a package from the distribution replaces some of the package's own files
     (C(/etc/prometheus/prometheus.yml), C(/etc/default/prometheus), ...). On a host that a site shares,
     such a file may hold the site's own configuration. For each file this tells whether it is missing,
-    glm.fleet's (C(glm.fleet) in its first five lines: every file the collection writes says so), the
-    package's version as shipped (the MD5 sum dpkg keeps for the package's conffile), or neither:
+    glm.fleet's (C(glm.fleet) in its first five lines, as every file the collection writes has it), the
+    package's version as shipped (the MD5 sum dpkg keeps for the package's conffile), or neither, that is
     foreign. The role refuses to go on while one is foreign, naming it, before anything changes.
   - A symbolic link, a directory or any other file that is not a regular file is foreign.
   - Changes nothing, and runs in check mode.
@@ -34,7 +34,7 @@ options:
       package:
         description:
           - The package that ships the file as a conffile. V(null) when none does (a file only a
-            site or glm.fleet writes): then only a glm.fleet file or none passes.
+            site or glm.fleet writes), where only a glm.fleet file or none passes.
         type: str
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes

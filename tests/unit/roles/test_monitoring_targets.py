@@ -45,8 +45,8 @@ def test_the_client_certificate_goes_where_a_target_is_https(
 
 
 def test_the_client_certificate_goes_where_the_gateways_metrics_are_https() -> None:
-    published = {"gpu-1": {}, "cache-1": {"gateway_metrics_url": "https://10.0.0.5:29000",
-                                         "gateway_log_metrics_url": "https://10.0.0.5:3903"}}  # fmt: skip
+    gateway = {"gateway_metrics_url": "https://10.0.0.5:29000", "gateway_log_metrics_url": "https://10.0.0.5:3903"}
+    published = {"gpu-1": {}, "cache-1": gateway}
     assert servers_tls(published) is True
     plain = {"gpu-1": {}, "cache-1": {"gateway_metrics_url": "http://10.0.0.5:29000"}}
     assert servers_tls(plain) is False
