@@ -90,7 +90,7 @@ sanity: collection-copy ## ansible-test sanity and antsibull-docs' lint on a cle
 # Every unit test once: the plugins' (tests/unit/plugins/, laid out as plugins/) with ansible-test
 # units, as the collection's users and Ansible's tooling run them; the others with pytest.
 unit: collection-copy
-	pytest tests/unit --ignore=tests/unit/plugins
+	pytest -n 2 tests/unit --ignore=tests/unit/plugins
 	cd $(SANITY_ROOT) && ansible-test units --local --python $(VENV_PYTHON) --color no tests/unit/plugins/
 
 # The older ansible-core releases of the support matrix (tests/ansible-core-matrix.txt), each in a venv

@@ -296,20 +296,62 @@ def usage_file_rows(start: float, end: float) -> tuple[str, dict[str, dict[str, 
     return day, {r["developer"]: r for r in csv.DictReader(io.StringIO(in_node(MONITORING, "cat", path)))}
 
 
-def test_each_developers_tokens_reach_prometheus_and_the_days_file_as_their_answers_reported(
-    runner: Runner, fleet: dict[str, Any]
-) -> None:
-    """Two developers with different loads through the gateway (Claude Code's shape: a long system
-    prompt, a conversation that grows): each one's input, cached input and output counters grow by
-    exactly the usage their answers reported, and the usage report's file for that window holds the
-    same figures with their price at the hosted service's rates."""
+def gateway_ledger() -> dict[str, float]:
+    """What the gateway's ledger tells node exporter (its textfile): each sample line's series to its value."""
+    text = in_node(MONITORING, "cat", "/var/lib/prometheus/node-exporter/glm-fleet-gateway-usage.prom")
+    return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line[:1] != "#"}
+
+
+def budget_answer(key: str) -> tuple[str, dict, str]:
+    """A short request through the gateway with `key`: its status, its body and its Retry-After."""
+    trust = ssl.create_default_context(cafile=str(SECRETS / "ca" / "ca.pem"))
+    request = urllib.request.Request(
+        f"https://{lab.SITE_CACHE_ADDRESS}/v1/messages", method="POST",
+        headers={"x-api-key": key, "content-type": "application/json"},
+        data=json.dumps({"model": "zai-org/GLM-5.3-Flash", "max_tokens": 8,
+                         "messages": [{"role": "user", "content": "hi"}]}).encode(),
+    )  # fmt: skip
+    try:
+        with urllib.request.urlopen(request, context=trust, timeout=60) as resp:  # noqa: S310 - the lab's gateway
+            return str(resp.status), json.loads(resp.read()), resp.headers.get("Retry-After", "")
+    except urllib.error.HTTPError as refused:
+        return str(refused.code), json.loads(refused.read()), refused.headers.get("Retry-After", "")
+
+
+@pytest.fixture(scope="class")
+def metered(fleet: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The developers of the metering tests, added by one run of the gateway's playbook and removed by
+    one after the last of them: laptop-1 and alice with the lab's limits; carol with a soft budget in
+    dollars, dave with a hard one of 1 token, erin with a limit of 10 tokens a minute. Names of their
+    own for the three: the ledger keeps a developer's month across runs of the tests on one lab."""
     lab_limits = yaml.safe_load((lab.INVENTORY.parent / "group_vars" / "gateway.yml").read_text())[
         "gateway_developer_limits"
     ]
-    added = runner.playbook(GATEWAY_PLAYBOOK, extravars={"gateway_developers": ["laptop-1", "alice"],
-                                                         "gateway_developer_limits": lab_limits})  # fmt: skip
+    carol, dave, erin = (f"{name}-{int(time.time())}" for name in ("carol", "dave", "erin"))
+    budgets = {carol: {"monthly": 0.02, "unit": "usd", "warn_percent": 1},
+               dave: {"monthly": 1, "unit": "tokens", "hard": True}}  # fmt: skip
+    settings = {"gateway_developers": ["laptop-1", "alice", carol, dave, erin],
+                "gateway_developer_limits": lab_limits | {erin: {"tokens_per_minute": 10}},
+                "gateway_developer_budgets": budgets}  # fmt: skip
+    runner = Runner(tmp_path_factory.mktemp("metered"))
+    added = runner.playbook(GATEWAY_PLAYBOOK, extravars=settings)
     assert added.status == "successful", run_log(added)
-    try:
+    yield {"carol": carol, "dave": dave, "erin": erin, "settings": settings, "runner": runner}
+    removed = runner.playbook(GATEWAY_PLAYBOOK)
+    assert removed.status == "successful", run_log(removed)
+
+
+@pytest.mark.usefixtures("metered")
+class TestMetering:
+    """What each developer used, as their answers reported it: in Prometheus and the day's file, and in
+    the gateway's ledger against their budgets and limits. One run of the gateway's playbook adds the
+    developers of both tests, one removes them."""
+
+    def test_each_developers_tokens_reach_prometheus_and_the_days_file_as_their_answers_reported(self) -> None:
+        """Two developers with different loads through the gateway (Claude Code's shape: a long system
+        prompt, a conversation that grows): each one's input, cached input and output counters grow by
+        exactly the usage their answers reported, and the usage report's file for that window holds the
+        same figures with their price at the hosted service's rates."""
         start = time.time() - 1
         before = developer_counts()
         sent = {developer: converse(developer, turns) for developer, turns in (("laptop-1", 5), ("alice", 2))}
@@ -335,55 +377,17 @@ def test_each_developers_tokens_reach_prometheus_and_the_days_file_as_their_answ
             }, (rows[developer], mine)  # fmt: skip
         assert in_node(MONITORING, "systemctl", "is-enabled", "glm-fleet-usage-report.timer") == "enabled"
         print(f"metering: {sent}")  # the figures, for the closing report
-    finally:
-        removed = runner.playbook(GATEWAY_PLAYBOOK)
-        assert removed.status == "successful", run_log(removed)
 
-
-def gateway_ledger() -> dict[str, float]:
-    """What the gateway's ledger tells node exporter (its textfile): each sample line's series to its value."""
-    text = in_node(MONITORING, "cat", "/var/lib/prometheus/node-exporter/glm-fleet-gateway-usage.prom")
-    return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line[:1] != "#"}
-
-
-def budget_answer(key: str) -> tuple[str, dict, str]:
-    """A short request through the gateway with `key`: its status, its body and its Retry-After."""
-    trust = ssl.create_default_context(cafile=str(SECRETS / "ca" / "ca.pem"))
-    request = urllib.request.Request(
-        f"https://{lab.SITE_CACHE_ADDRESS}/v1/messages", method="POST",
-        headers={"x-api-key": key, "content-type": "application/json"},
-        data=json.dumps({"model": "zai-org/GLM-5.3-Flash", "max_tokens": 8,
-                         "messages": [{"role": "user", "content": "hi"}]}).encode(),
-    )  # fmt: skip
-    try:
-        with urllib.request.urlopen(request, context=trust, timeout=60) as resp:  # noqa: S310 - the lab's gateway
-            return str(resp.status), json.loads(resp.read()), resp.headers.get("Retry-After", "")
-    except urllib.error.HTTPError as refused:
-        return str(refused.code), json.loads(refused.read()), refused.headers.get("Retry-After", "")
-
-
-def test_a_budget_warns_and_a_hard_one_refuses_until_it_is_raised(runner: Runner, fleet: dict[str, Any]) -> None:
-    """carol has a soft budget in dollars, dave a hard one of 1 token, erin a limit of 10 tokens a
-    minute. The gateway's ledger grows by exactly the usage their answers reported; carol's share of
-    her budget warns (GLMDeveloperBudgetWarning, at the inventory's webhook) and her requests go on;
-    dave's is spent: at the keys service's next run, with no run of Ansible, the gateway answers him
-    402 (billing_error) with what he used this month, and erin 429 with Retry-After 60, while carol
-    keeps her answers; erin is served again once her tokens are a minute old; the operator raises
-    dave's budget and he is served at once. The test starts the keys service (as its timer does each
-    minute, which test_gateway's expiry test waits for) rather than waiting for the minute."""
-    lab_limits = yaml.safe_load((lab.INVENTORY.parent / "group_vars" / "gateway.yml").read_text())[
-        "gateway_developer_limits"
-    ]
-    # Names of their own: the ledger keeps a developer's month across runs of the tests on one lab.
-    carol, dave, erin = (f"{name}-{int(time.time())}" for name in ("carol", "dave", "erin"))
-    budgets = {carol: {"monthly": 0.02, "unit": "usd", "warn_percent": 1},
-               dave: {"monthly": 1, "unit": "tokens", "hard": True}}  # fmt: skip
-    limits = lab_limits | {erin: {"tokens_per_minute": 10}}
-    settings = {"gateway_developers": ["laptop-1", carol, dave, erin], "gateway_developer_limits": limits,
-                "gateway_developer_budgets": budgets}  # fmt: skip
-    added = runner.playbook(GATEWAY_PLAYBOOK, extravars=settings)
-    assert added.status == "successful", run_log(added)
-    try:
+    def test_a_budget_warns_and_a_hard_one_refuses_until_it_is_raised(self, metered: dict[str, Any]) -> None:
+        """The gateway's ledger grows by exactly the usage carol's, dave's and erin's answers reported;
+        carol's share of her budget warns (GLMDeveloperBudgetWarning, at the inventory's webhook) and her
+        requests go on; dave's is spent: at the keys service's next run, with no run of Ansible, the
+        gateway answers him 402 (billing_error) with what he used this month, and erin 429 with
+        Retry-After 60, while carol keeps her answers; erin is served again once her tokens are a minute
+        old; the operator raises dave's budget and he is served at once. The test starts the keys service
+        (as its timer does each minute, which test_gateway's expiry test waits for) rather than waiting
+        for the minute."""
+        carol, dave, erin, settings = (metered[k] for k in ("carol", "dave", "erin", "settings"))
         since = time.time()
         before = gateway_ledger()
         sent = {carol: converse(carol, 4), dave: converse(dave, 1), erin: converse(erin, 1)}
@@ -435,8 +439,8 @@ def test_a_budget_warns_and_a_hard_one_refuses_until_it_is_raised(runner: Runner
         assert not firing("GLMDeveloperBudgetWarning", developer=dave)
 
         # Carol's warning goes on its way to the webhook while the operator raises dave's budget.
-        raised = budgets | {dave: {"monthly": 10**9, "unit": "tokens", "hard": True}}
-        again = runner.playbook(GATEWAY_PLAYBOOK, extravars=settings | {"gateway_developer_budgets": raised})
+        raised = settings["gateway_developer_budgets"] | {dave: {"monthly": 10**9, "unit": "tokens", "hard": True}}
+        again = metered["runner"].playbook(GATEWAY_PLAYBOOK, extravars=settings | {"gateway_developer_budgets": raised})
         assert again.status == "successful", run_log(again)
         assert budget_answer(developer_key(dave))[0] == "200"  # at once: the run rewrote the map
         warned = wait_for(
@@ -451,9 +455,6 @@ def test_a_budget_warns_and_a_hard_one_refuses_until_it_is_raised(runner: Runner
         assert [a["labels"]["developer"] for a in warned[0]["alerts"]] == [carol]
         wait_for("erin served once her tokens are a minute old",
                  keys_run_until(lambda: budget_answer(developer_key(erin))[0] == "200"), timeout=90)  # fmt: skip
-    finally:
-        removed = runner.playbook(GATEWAY_PLAYBOOK)
-        assert removed.status == "successful", run_log(removed)
 
 
 def test_every_dashboard_query_is_valid_and_the_servers_ones_have_data(fleet: dict[str, Any]) -> None:
