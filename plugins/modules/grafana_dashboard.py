@@ -13,9 +13,15 @@ description:
   - Looks up O(datasource_uid) among the Grafana's datasources and, if given, O(folder_uid) among its
     folders, and fails before writing anything when either is missing or the datasource is not
     Prometheus.
-  - Sets the dashboard's datasource variable to that datasource and saves the dashboard through
-    C(POST /api/dashboards/db) when Grafana's copy differs in content or folder; otherwise changes
-    nothing.
+  - Sets the dashboard's datasource variable to that datasource, adds the tag C(glm.fleet), and saves
+    the dashboard through C(POST /api/dashboards/db) when Grafana's copy differs in content or folder;
+    otherwise changes nothing.
+  - Never replaces a dashboard that is not the collection's. A dashboard of the same uid without the
+    tag C(glm.fleet) is refused before anything is written. The save is sent without C(overwrite),
+    with the version read, so Grafana refuses it when the dashboard changed in between or another
+    dashboard of the same title is in the folder.
+  - Run it where the token already is, on the controller (C(delegate_to) V(localhost)), so that the
+    token reaches no other host.
 author:
   - glm.fleet contributors (@glm-fleet)
 options:
@@ -40,7 +46,9 @@ options:
     type: str
     default: ""
   validate_certs:
-    description: Verify Grafana's TLS certificate.
+    description:
+      - Verify Grafana's TLS certificate.
+      - V(false) sends the token to whoever answers at O(url), and the module warns so on every run.
     type: bool
     default: true
 extends_documentation_fragment:
@@ -69,6 +77,9 @@ EXAMPLES = r"""
     token: "{{ vault_grafana_token }}"
     dashboard: "{{ lookup('ansible.builtin.file', 'glm-fleet.json') | from_json }}"
     datasource_uid: prometheus-fleet
+  delegate_to: localhost
+  become: false
+  run_once: true
 """
 
 RETURN = r"""
@@ -93,7 +104,9 @@ from ansible_collections.glm.fleet.plugins.module_utils._grafana import (
     dashboard_diff,
     datasource_problem,
     differs,
+    foreign_problem,
     save_body,
+    save_problem,
     with_datasource,
 )
 
@@ -135,6 +148,11 @@ def main() -> None:
         supports_check_mode=True,
     )
     p = module.params
+    if not p["validate_certs"] and p["url"].startswith("https://"):
+        module.warn(
+            f"validate_certs is false: Grafana's certificate at {p['url']} is not verified, and the token goes"
+            " to whoever answers there"
+        )
     grafana = Grafana(p["url"], p["token"], p["validate_certs"])
     try:
         status, datasources = grafana.call("GET", "/api/datasources")
@@ -152,6 +170,8 @@ def main() -> None:
         if status not in (200, 404):
             module.fail_json(msg=f"Grafana at {p['url']}: GET the dashboard answered {status}: {current}")
         current = current if status == 200 else None
+        if problem := foreign_problem(current):
+            module.fail_json(msg=f"Grafana at {p['url']}: {problem}")
         if not differs(current, desired, p["folder_uid"]):
             module.exit_json(
                 changed=False, url=current["meta"].get("url", ""), version=current["dashboard"].get("version")
@@ -159,9 +179,9 @@ def main() -> None:
         diff = {"diff": dashboard_diff(current, desired, p["folder_uid"])} if module._diff else {}
         if module.check_mode:
             module.exit_json(changed=True, url="", version=None, **diff)
-        status, saved = grafana.call("POST", "/api/dashboards/db", save_body(desired, p["folder_uid"]))
+        status, saved = grafana.call("POST", "/api/dashboards/db", save_body(desired, p["folder_uid"], current))
         if status != 200:
-            module.fail_json(msg=f"Grafana at {p['url']}: saving the dashboard answered {status}: {saved}")
+            module.fail_json(msg=f"Grafana at {p['url']}: {save_problem(status, saved)}")
         module.exit_json(changed=True, url=saved.get("url", ""), version=saved.get("version"), **diff)
     except (OSError, ValueError) as err:
         module.fail_json(msg=f"Grafana at {p['url']}: {err}")

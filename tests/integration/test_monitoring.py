@@ -11,6 +11,7 @@ import email
 import io
 import json
 import math
+import socket
 import ssl
 import subprocess
 import sys
@@ -207,9 +208,21 @@ def test_the_dcgm_exporter_reports_every_gpu_of_every_node(fleet: dict[str, Any]
     assert not [a for a in firing if a["labels"]["alertname"] in ("GLMGPUMissing", "GLMGPUXidError")]
 
 
+def this_machines(address: str) -> bool:
+    """Whether `address` is one of this machine's (the controller's): a socket binds only to those."""
+    with socket.socket() as probe:
+        try:
+            probe.bind((address, 0))
+        except OSError:
+            return False
+    return True
+
+
 def test_the_dashboard_is_provisioned_into_grafana_on_its_prometheus(fleet: dict[str, Any]) -> None:
     """The site's Grafana (the lab's stand-in of its API) holds the fleet's dashboard, in its folder,
-    opening on the Prometheus datasource the inventory names; the same dashboard is not saved again."""
+    opening on the Prometheus datasource the inventory names; the same dashboard is not saved again.
+    Every call to Grafana's API came from an address of the controller (the lab's machine), none from a
+    monitoring host: the token stays on the controller."""
     shipped = json.loads((REPO / "roles" / "monitoring" / "files" / "dashboards" / "glm-fleet.json").read_text())
     grafana = json.loads((lab.STATE_DIR / "services.json").read_text())["grafana"]
     with urllib.request.urlopen(f"{grafana}/_lab/dashboards", timeout=10) as resp:  # noqa: S310
@@ -221,6 +234,10 @@ def test_the_dashboard_is_provisioned_into_grafana_on_its_prometheus(fleet: dict
     variable = next(v for v in dashboard["templating"]["list"] if v["type"] == "datasource")
     assert variable["current"]["value"] == "glm-prometheus"
     assert dashboard["version"] == 1
+    with urllib.request.urlopen(f"{grafana}/_lab/callers", timeout=10) as resp:  # noqa: S310
+        callers = json.loads(resp.read())
+    assert callers, "no call to Grafana's API"
+    assert all(this_machines(address) for address in set(callers)), callers
 
 
 def test_generated_tokens_reach_prometheus_as_the_servers_counted_them(fleet: dict[str, Any]) -> None:

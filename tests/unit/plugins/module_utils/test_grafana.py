@@ -8,7 +8,9 @@ from ansible_collections.glm.fleet.plugins.module_utils._grafana import (
     dashboard_diff,
     datasource_problem,
     differs,
+    foreign_problem,
     save_body,
+    save_problem,
     with_datasource,
 )
 
@@ -53,11 +55,30 @@ def test_grafana_is_written_only_when_its_copy_differs() -> None:
     assert differs({**stored, "dashboard": {**stored["dashboard"], "title": "edited in the UI"}}, desired, "glm-fleet")
 
 
-def test_the_save_overwrites_by_uid_in_the_folder() -> None:
-    body = save_body({"uid": "glm-fleet", "title": "t"}, "glm-fleet")
-    assert body == {"dashboard": {"uid": "glm-fleet", "title": "t", "id": None}, "overwrite": True,
+def test_the_save_never_overwrites_and_sends_the_version_it_read() -> None:
+    body = save_body({"uid": "glm-fleet", "title": "t"}, "glm-fleet", None)
+    assert body == {"dashboard": {"uid": "glm-fleet", "title": "t", "id": None}, "overwrite": False,
                     "message": "glm.fleet.monitoring", "folderUid": "glm-fleet"}  # fmt: skip
-    assert "folderUid" not in save_body({"uid": "u", "title": "t"}, "")
+    assert "folderUid" not in save_body({"uid": "u", "title": "t"}, "", None)
+    stored = {"dashboard": {"uid": "glm-fleet", "title": "t", "id": 3, "version": 7}, "meta": {}}
+    assert save_body({"uid": "glm-fleet", "title": "t"}, "", stored)["dashboard"]["version"] == 7
+    assert save_problem(412, {"status": "name-exists", "message": "..."}) == (
+        "saving the dashboard answered 412: another dashboard of the same title is in the folder; rename or move it"
+    )
+    assert save_problem(500, {"message": "boom"}) == "saving the dashboard answered 500: {'message': 'boom'}"
+
+
+def test_what_it_saves_carries_the_collections_tag_and_a_dashboard_without_it_is_foreign() -> None:
+    desired = with_datasource({**DASHBOARD, "tags": ["sglang"]}, DATASOURCES[0])
+    assert desired["tags"] == ["sglang", "glm.fleet"]
+    assert with_datasource({**DASHBOARD, "tags": ["glm.fleet"]}, DATASOURCES[0])["tags"] == ["glm.fleet"]
+    assert foreign_problem(None) == ""
+    assert foreign_problem({"dashboard": desired, "meta": {}}) == ""
+    theirs = {"dashboard": {"uid": "glm-fleet", "title": "Ops", "tags": ["ops"]}, "meta": {"folderUid": "ops"}}
+    assert foreign_problem(theirs) == (
+        "a dashboard with uid 'glm-fleet' ('Ops', in folder 'ops') is in this Grafana without the tag 'glm.fleet':"
+        " it is not the collection's, and is left as it is; remove it or give it another uid"
+    )
 
 
 def test_the_diff_shows_grafanas_copy_and_the_dashboard_saved_without_grafanas_own_fields() -> None:
