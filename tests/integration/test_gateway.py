@@ -5,6 +5,7 @@ to all but the gateway: test_server.py)."""
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 import ssl
 import subprocess
@@ -654,7 +655,16 @@ def compiled_once_before_the_canarys_restart(
     assert compiles[0]["res"]["rc"] == 0
     assert "DeepGEMM: compiled glm-standin-kernels-" in compiles[0]["res"]["stdout"]
     assert "DeepGEMM Kernels compilation finished successfully." in compiles[0]["res"]["stdout"]
-    assert [path.name for path in JIT_SHARE.glob(f"{digest}-*")] == [f"{digest}-NVIDIA-B200-cc10.0.tar.gz"]
+    archive = JIT_SHARE / f"{digest}-NVIDIA-B200-cc10.0.tar.gz"
+    assert sorted(path.name for path in JIT_SHARE.glob(f"{digest}-*")) == [archive.name, f"{archive.name}.sha256"]
+    # Published with its SHA-256 (glm.fleet.jit_archive), which each seeded node's run checked.
+    assert (archive.parent / f"{archive.name}.sha256").read_text() == (
+        f"{hashlib.sha256(archive.read_bytes()).hexdigest()}  {archive.name}\n"
+    )
+    checked = {e["event_data"]["host"] for e in run.events if e.get("event") == "runner_on_ok"
+               and e["event_data"].get("task") == "Check the fleet's copy against what was published"}  # fmt: skip
+    others = {n["name"] for n in gateway["nodes"] if n["group"] == "gpu_nodes"} - {canary_host}
+    assert checked == others, (checked, others)
     starts = {server: server_start(*server, since) for server in servers}
     assert all(start["jit"] == "cache" for start in starts.values()), starts
     seeded = [start["ready_s"] for server, start in starts.items() if server[0] != canary_node]
