@@ -24,9 +24,15 @@ author:
   - glm.fleet contributors (@glm-fleet)
 options:
   url:
-    description: The armored key's URL.
+    description: The armored key's URL, C(https).
     type: str
     required: true
+  ca:
+    description:
+      - The certificate (PEM) of the CA that signs the certificate of O(url)'s server, for a mirror behind a
+        site's own CA; it is trusted for this fetch only. Empty, the system's CAs are.
+    type: str
+    default: ""
   fingerprint:
     description: The pinned fingerprint of the primary key (40 hex digits; spaces are ignored).
     type: str
@@ -113,10 +119,24 @@ def make_dirs(path: str) -> None:
         os.chmod(directory, 0o755)  # noqa: S103 - a keyring directory is world-readable, as apt's own
 
 
+def fetch(module: AnsibleModule, url: str, ca: str, timeout: int) -> bytes:
+    """The key's bytes from `url`, over TLS that trusts `ca` (PEM) where given, else the system's CAs."""
+    with tempfile.NamedTemporaryFile("w", suffix=".pem", prefix="glm-fleet-ca-") as ca_file:
+        if ca:
+            ca_file.write(ca)
+            ca_file.flush()
+        resp, info = fetch_url(module, url, timeout=timeout, ca_path=ca_file.name if ca else None)
+        if info.get("status") != 200 or resp is None:
+            why = f"{info.get('status')} {info.get('msg', '')}".strip()
+            module.fail_json(msg=f"could not fetch the signing key from {url}: {why}")
+        return resp.read()
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "url": {"type": "str", "required": True},
+            "ca": {"type": "str", "default": ""},
             "fingerprint": {"type": "str", "required": True},
             "fingerprint_variable": {"type": "str", "default": "fingerprint"},
             "dest": {"type": "path", "required": True},
@@ -128,11 +148,11 @@ def main() -> None:
     p = module.params
     if shutil.which("gpg") is None:
         module.fail_json(msg="gpg is not installed; it reads the key's fingerprint")
-    resp, info = fetch_url(module, p["url"], timeout=p["timeout"])
-    if info.get("status") != 200 or resp is None:
-        why = f"{info.get('status')} {info.get('msg', '')}".strip()
-        module.fail_json(msg=f"could not fetch the signing key from {p['url']}: {why}")
-    armored = resp.read()
+    if not p["url"].startswith("https://"):
+        module.fail_json(
+            msg=f"the signing key's URL must be https (a key fetched over plain http is anyone's): {p['url']}"
+        )
+    armored = fetch(module, p["url"], p["ca"], p["timeout"])
     home = tempfile.mkdtemp(prefix="glm-fleet-gpg-")
     try:
         # Data that is not a key makes gpg fail: that is a key without the pinned fingerprint.

@@ -97,11 +97,27 @@ def test_preflight_refuses_an_nvswitch_node_without_fabric_manager(runner: Runne
         ),
         (
             {"nvidia_container_toolkit_repo_base_url": "mirror.example.internal/nvidia"},
-            'nvidia_container_toolkit_repo_base_url must be an http(s) URL; got: "mirror.example.internal/nvidia"',
+            "nvidia_container_toolkit_repo_base_url must be an https URL (a repository fetched over plain http is"
+            ' whoever answers); got: "mirror.example.internal/nvidia"',
         ),
         (
-            {"nvidia_container_toolkit_repo_base_url": "http://mirror.example.internal/nvidia\tstable main"},
-            'must be an http(s) URL; got: "http://mirror.example.internal/nvidia\\tstable main"',
+            {"nvidia_container_toolkit_repo_base_url": "https://mirror.example.internal/nvidia\tstable main"},
+            "must be an https URL (a repository fetched over plain http is whoever answers); got:"
+            ' "https://mirror.example.internal/nvidia\\tstable main"',
+        ),
+        (
+            {"nvidia_container_toolkit_repo_base_url": "http://mirror.example.internal/nvidia"},
+            "nvidia_container_toolkit_repo_base_url must be an https URL (a repository fetched over plain http is"
+            ' whoever answers); got: "http://mirror.example.internal/nvidia"',
+        ),
+        (
+            {"nvidia_container_toolkit_gpg_key_url": "http://mirror.example.internal/gpgkey"},
+            "nvidia_container_toolkit_gpg_key_url must be an https URL (a key fetched over plain http is whoever"
+            ' answers); got: "http://mirror.example.internal/gpgkey"',
+        ),
+        (
+            {"nvidia_container_toolkit_repo_ca": "a site CA"},
+            "nvidia_container_toolkit_repo_ca must be a PEM certificate (-----BEGIN CERTIFICATE----- ...) or empty",
         ),
         (
             {"nvidia_container_toolkit_insecure_registries": ["mirror.example.internal:5000\n"]},
@@ -115,6 +131,9 @@ def test_preflight_refuses_an_nvswitch_node_without_fabric_manager(runner: Runne
         "malformed-mirror",
         "malformed-repo-url",
         "repo-url-tab",
+        "plain-http-repo",
+        "plain-http-key",
+        "not-a-ca",
         "insecure-newline",
         "short-fingerprint",
     ],

@@ -16,6 +16,9 @@ PACKAGES = [
     "libnvidia-container1",
 ]
 KEYRING = "/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg"
+SOURCE = "/etc/apt/sources.list.d/nvidia-container-toolkit.list"
+CA_FILE = "/etc/ssl/glm-fleet/nvidia-container-toolkit-ca.pem"
+APT_CA_CONF = "/etc/apt/apt.conf.d/60glm-fleet-nvidia-container-toolkit-ca"
 
 
 def smoke_image() -> str:
@@ -24,12 +27,31 @@ def smoke_image() -> str:
 
 def test_repository_is_signed_by_a_dearmored_keyring(host) -> None:  # noqa: ANN001 - testinfra fixture
     source = host.file("/etc/apt/sources.list.d/nvidia-container-toolkit.list").content_string
-    assert f"deb [signed-by={KEYRING}] http://172.30.253.1:8080/nvidia/stable/deb/$(ARCH) /" in source
+    assert f"deb [signed-by={KEYRING}] https://172.30.253.1:8443/nvidia/stable/deb/$(ARCH) /" in source
     keyring = host.file(KEYRING)
     assert keyring.exists
     assert keyring.mode == 0o644
     assert not keyring.content.startswith(b"-----BEGIN")  # binary, not armored
     assert "glm.fleet lab apt signing key" in host.check_output(f"gpg --show-keys {KEYRING}")
+
+
+def test_apt_trusts_the_mirrors_ca_for_its_host_only_and_needs_it(host) -> None:  # noqa: ANN001
+    """The lab's mirror is https with a certificate of a CA no host trusts by default: apt reaches it
+    with the role's setting for that host, and refuses its certificate without it."""
+    ca = host.file(CA_FILE)
+    assert (ca.mode, ca.user) == (0o644, "root")
+    assert ca.content_string == (REPO / ".lab" / "upstream-tls" / "ca.pem").read_text()
+    setting = host.file(APT_CA_CONF).content_string
+    assert f'Acquire::https::172.30.253.1::CaInfo "{CA_FILE}";' in setting
+    update = f"apt-get update -o Dir::Etc::sourcelist={SOURCE} -o Dir::Etc::sourceparts=- 2>&1"
+    assert "Certificate verification failed" not in host.check_output(update)
+    host.check_output(f"mv {APT_CA_CONF} /root/apt-ca.conf")
+    try:
+        host.check_output("rm -rf /var/lib/apt/lists/172.30.253.1*")
+        assert "Certificate verification failed: The certificate is NOT trusted" in host.check_output(update)
+    finally:
+        host.check_output(f"mv /root/apt-ca.conf {APT_CA_CONF}")
+    assert "Certificate verification failed" not in host.check_output(update)
 
 
 @pytest.mark.parametrize("name", PACKAGES)

@@ -66,6 +66,7 @@ def down() -> None:
     paths = registry_paths()
     stop_pid(paths["pid"])
     stop_pid(STATE_DIR / "www.pid")
+    stop_pid(STATE_DIR / "www-tls.pid")
     stop_pid(STATE_DIR / "hub.pid")
     stop_pid(STATE_DIR / "grafana.pid")
     stop_pid(STATE_DIR / "alert.pid")

@@ -26,6 +26,7 @@ SLOW_LINK_RATE = 2 * 1024 * 1024  # bytes per second
 PRIVATE_REPO = "team/sglang-private"
 PRIVATE_USER = "fleet-pull"
 HTTP_PORT = 8080
+HTTPS_PORT = 8443  # NVIDIA's apt repository as a site's mirror serves it: TLS, a CA of its own
 HUB_PORT = 8090
 GRAFANA_PORT = 3000  # a site's Grafana (its HTTP API), where glm.fleet.monitoring provisions the dashboard
 ALERT_RECEIVER_PORT = 8095  # a site's webhook endpoint, where the fleet's Alertmanager sends alerts

@@ -19,6 +19,7 @@ import oci
 import standin_deps
 from huggingface_hub import snapshot_download  # the controller venv's download client
 
+from glm_lab import upstream_tls
 from glm_lab.config import (
     ALERT_RECEIVER_PORT,
     CLIENT_REQUIREMENTS,
@@ -29,6 +30,7 @@ from glm_lab.config import (
     GRAFANA_PORT,
     HERE,
     HTTP_PORT,
+    HTTPS_PORT,
     HUB_PORT,
     LABEL,
     MAILDIR,
@@ -161,6 +163,11 @@ def start_www(gateway: str) -> str:
     proc = start_daemon("http server", argv, pidfile, logfile, (gateway, HTTP_PORT))
     url = f"http://{gateway}:{HTTP_PORT}"
     wait_http(f"{url}/nvidia/gpgkey", "the lab http server", logfile, proc)
+    # The same files over TLS only, with a certificate of the lab's upstream CA: the toolkit's repository.
+    _ca, cert, key = upstream_tls.server_files(gateway)
+    argv = [sys.executable, str(HERE / "https_static.py"), "--bind", gateway, "--port", str(HTTPS_PORT),
+            "--directory", str(WWW), "--cert", str(cert), "--key", str(key)]  # fmt: skip
+    start_daemon("https server", argv, STATE_DIR / "www-tls.pid", STATE_DIR / "www-tls.log", (gateway, HTTPS_PORT))
     return url
 
 
@@ -424,6 +431,7 @@ def write_services_vars(endpoints: dict[str, str]) -> None:
         f'glm_lab_private_image: "{endpoints["private_image"]}"\n'
         f'glm_lab_registry_user: "{PRIVATE_USER}"\n'
         f'glm_lab_registry_password: "{(STATE_DIR / "registry_password").read_text().strip()}"\n'
-        f'glm_lab_apt_key_fingerprint: "{aptrepo.fingerprint(WWW / "nvidia" / "gpgkey")}"\n',
+        f'glm_lab_apt_key_fingerprint: "{aptrepo.fingerprint(WWW / "nvidia" / "gpgkey")}"\n'
+        f"glm_lab_upstream_ca: {json.dumps((upstream_tls.DIR / 'ca.pem').read_text())}\n",
         mode=0o600,
     )

@@ -1,10 +1,13 @@
 """glm.fleet.apt_signing_key: the key is fetched, refused unless its primary key has the pinned
 fingerprint (nothing written then), and written armored and dearmored only when either differs.
-The keys (tests/unit/fixtures/signing_keys) are served over HTTP and read back by the real gpg."""
+The keys (tests/unit/fixtures/signing_keys) are served over HTTPS, with a certificate of a CA made
+for these tests that the module is told to trust, and read back by the real gpg; plain http is
+refused, and without the CA the server's certificate is."""
 
 from __future__ import annotations
 
 import os
+import ssl
 import subprocess
 import threading
 from collections.abc import Callable, Iterator
@@ -14,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from ansible_collections.glm.fleet.plugins.module_utils import _tls
 from ansible_collections.glm.fleet.plugins.module_utils._signing_key import (
     fingerprints,
     pinned,
@@ -54,9 +58,19 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[bytes, str
     return made
 
 
+# A CA of a site's own and its mirror's certificate for 127.0.0.1: the module is told to trust the CA.
+_CA_KEY, _SERVER_KEY = _tls.new_key_pem(), _tls.new_key_pem()
+MIRROR_CA = _tls.new_ca_pem(_CA_KEY, "a site's mirror CA", 30).decode()
+_SERVER_CERT = _tls.new_server_cert_pem(_CA_KEY, MIRROR_CA.encode(), _SERVER_KEY, ["127.0.0.1"], 30)
+
+
 @pytest.fixture
-def served() -> Iterator[tuple[str, dict[str, bytes]]]:
-    """An HTTP server answering GET /<name> from the dict it yields (404 for other names)."""
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, bytes]]]:
+    """An HTTPS server (the mirror's certificate) answering GET /<name> from the dict it yields (404
+    for other names)."""
+    where = tmp_path_factory.mktemp("mirror-tls")
+    (where / "server.pem").write_bytes(_SERVER_CERT)
+    (where / "server.key").write_bytes(_SERVER_KEY)
     files: dict[str, bytes] = {}
 
     class Handler(BaseHTTPRequestHandler):
@@ -71,14 +85,18 @@ def served() -> Iterator[tuple[str, dict[str, bytes]]]:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(where / "server.pem", where / "server.key")
+    server.socket = context.wrap_socket(server.socket, server_side=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", files
+    yield f"https://127.0.0.1:{server.server_address[1]}", files
     server.shutdown()
 
 
 def module_args(url: str, fingerprint: str, tmp_path: Path) -> dict[str, Any]:
     return {
         "url": url,
+        "ca": MIRROR_CA,
         "fingerprint": fingerprint,
         "fingerprint_variable": VARIABLE,
         "dest": str(tmp_path / "key.asc"),
@@ -278,3 +296,19 @@ def test_check_mode_with_diff_shows_the_key_it_would_write(
     assert "sha256 " in keyring["after"]
     run_main(apt_signing_key.main, args)
     assert "diff" not in run_main(apt_signing_key.main, args, diff=True)  # nothing to write, nothing to show
+
+
+def test_a_key_over_plain_http_or_from_a_server_no_trusted_ca_signed_is_refused(
+    run_main: RunMain, repo_key: tuple[str, bytes, str], tmp_path: Path
+) -> None:
+    url, _armored, fpr = repo_key
+    plain = url.replace("https://", "http://")
+    refused = run_main(apt_signing_key.main, module_args(plain, fpr, tmp_path))
+    assert refused["failed"]
+    assert refused["msg"] == f"the signing key's URL must be https (a key fetched over plain http is anyone's): {plain}"
+    untrusted = run_main(apt_signing_key.main, {**module_args(url, fpr, tmp_path), "ca": ""})
+    assert untrusted["failed"]
+    assert untrusted["msg"].startswith(f"could not fetch the signing key from {url}: ")
+    assert "CERTIFICATE_VERIFY_FAILED" in untrusted["msg"], untrusted["msg"]
+    assert not (tmp_path / "key.asc").exists()
+    assert not (tmp_path / "keyring.gpg").exists()
