@@ -31,19 +31,47 @@ def now() -> datetime.datetime:
     return datetime.datetime.now(datetime.timezone.utc)
 
 
-def new_key_pem() -> bytes:
+def _encryption(passphrase: str):  # noqa: ANN202 - a cryptography KeySerializationEncryption
+    if passphrase:
+        return serialization.BestAvailableEncryption(passphrase.encode())
+    return serialization.NoEncryption()
+
+
+def new_key_pem(passphrase: str = "") -> bytes:
+    """A new private key in PEM (PKCS #8), encrypted with `passphrase` where one is given."""
     key = ec.generate_private_key(ec.SECP256R1())
-    return key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, _encryption(passphrase))
+
+
+def _key(pem: bytes, passphrase: str = ""):  # noqa: ANN202 - a cryptography private key
+    return serialization.load_pem_private_key(pem, password=passphrase.encode() if passphrase else None)
+
+
+def key_encrypted(pem: bytes) -> bool:
+    """Whether a PEM private key is encrypted (PKCS #8's ENCRYPTED PRIVATE KEY, or a legacy DEK-Info)."""
+    return b"-----BEGIN ENCRYPTED PRIVATE KEY-----" in pem or b"DEK-Info:" in pem
+
+
+def key_problem(pem: bytes, passphrase: str) -> str | None:
+    """Why the key cannot be read with `passphrase` (empty: none), or None."""
+    if key_encrypted(pem) and not passphrase:
+        return "is encrypted, and no passphrase was given"
+    try:
+        _key(pem, passphrase if key_encrypted(pem) else "")
+    except (ValueError, TypeError):
+        return "does not open with the passphrase given" if passphrase else "is not a PEM private key"
+    return None
+
+
+def encrypted_key_pem(pem: bytes, passphrase: str) -> bytes:
+    """The same private key, encrypted with `passphrase`."""
+    return _key(pem).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, _encryption(passphrase)
     )
 
 
-def _key(pem: bytes):  # noqa: ANN202 - a cryptography private key
-    return serialization.load_pem_private_key(pem, password=None)
-
-
-def new_ca_pem(key_pem: bytes, name: str, days: int) -> bytes:
-    key = _key(key_pem)
+def new_ca_pem(key_pem: bytes, name: str, days: int, passphrase: str = "") -> bytes:
+    key = _key(key_pem, passphrase)
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
     start = now() - datetime.timedelta(minutes=5)
     cert = (
@@ -91,9 +119,16 @@ def _usage(purpose: str):  # noqa: ANN202 - a cryptography ObjectIdentifier
 
 
 def new_server_cert_pem(
-    ca_key_pem: bytes, ca_pem: bytes, key_pem: bytes, names: list[str], days: int, *, purpose: str = "server"
+    ca_key_pem: bytes,
+    ca_pem: bytes,
+    key_pem: bytes,
+    names: list[str],
+    days: int,
+    *,
+    purpose: str = "server",
+    ca_passphrase: str = "",
 ) -> bytes:
-    ca_key, ca = _key(ca_key_pem), x509.load_pem_x509_certificate(ca_pem)
+    ca_key, ca = _key(ca_key_pem, ca_passphrase), x509.load_pem_x509_certificate(ca_pem)
     public = _key(key_pem).public_key()
     start = now() - datetime.timedelta(minutes=5)
     cert = (

@@ -17,6 +17,10 @@ description:
     is for the other purpose, names other hosts, or expires within 30 days; the CA and the keys are
     never replaced.
   - "Meant for the controller (C(delegate_to: localhost)), where the CA stays; the hosts get copies."
+  - With O(ca_passphrase), the CA's key is kept encrypted with it (PKCS 8); a CA key made before without
+    one is encrypted in place. A CA key that is encrypted needs the passphrase on every run, and one that
+    does not open with it is refused before anything changes. The keys of the certificates, which hosts
+    get copies of, are not encrypted.
 author:
   - glm.fleet contributors (@glm-fleet)
 requirements:
@@ -26,6 +30,12 @@ options:
     description: Directory of the CA and the certificates it signs (created 0700).
     type: path
     required: true
+  ca_passphrase:
+    description:
+      - The passphrase the CA's key is encrypted with at rest (from vault). Empty, the key is kept
+        unencrypted, 0600 (and an encrypted one is refused).
+    type: str
+    default: ""
   ca_name:
     description: Common name of the CA, created once.
     type: str
@@ -127,6 +137,9 @@ def plan(params: dict) -> tuple[dict[str, str], list[str]]:
             todo.append(f"cert: {problem}")
     elif "cert: none yet" not in todo:
         todo.append("cert: issued with the new files")
+    ca_key = read(paths["ca_key"])
+    if ca_key is not None and params["ca_passphrase"] and not _tls.key_encrypted(ca_key):
+        todo.insert(0, "ca_key: encrypted at rest with the passphrase")
     return paths, todo
 
 
@@ -148,6 +161,8 @@ def diff(params: dict, paths: dict[str, str], todo: list[str]) -> dict[str, str]
             return "absent"
         return "a private key (not shown)" if what.endswith("key") else _tls.cert_summary(data)
 
+    if "ca_key: encrypted at rest with the passphrase" in todo:
+        new["ca_key"] = "the same private key, encrypted with the passphrase (not shown)"
     before = "".join(f"{paths[w]}: {now(w)}\n" for w in new)
     after = "".join(f"{paths[w]}: {new[w] if w in due else now(w)}\n" for w in new)
     return {"before_header": params["ca_dir"], "after_header": params["ca_dir"], "before": before, "after": after}
@@ -164,17 +179,28 @@ def apply(params: dict, paths: dict[str, str]) -> None:
 
 
 def _issue(params: dict, paths: dict[str, str]) -> None:
+    passphrase = params["ca_passphrase"]
     if read(paths["ca_key"]) is None:
-        write_private(paths["ca_key"], _tls.new_key_pem(), 0o600)
+        write_private(paths["ca_key"], _tls.new_key_pem(passphrase), 0o600)
     ca_key = read(paths["ca_key"]) or b""
+    if passphrase and not _tls.key_encrypted(ca_key):
+        ca_key = _tls.encrypted_key_pem(ca_key, passphrase)
+        write_private(paths["ca_key"], ca_key, 0o600)
     if read(paths["ca_cert"]) is None:
-        write_private(paths["ca_cert"], _tls.new_ca_pem(ca_key, params["ca_name"], params["ca_days"]), 0o644)
+        ca_cert = _tls.new_ca_pem(ca_key, params["ca_name"], params["ca_days"], passphrase)
+        write_private(paths["ca_cert"], ca_cert, 0o644)
     if read(paths["key"]) is None:
         write_private(paths["key"], _tls.new_key_pem(), 0o600)
     ca_pem, key_pem = read(paths["ca_cert"]) or b"", read(paths["key"]) or b""
     if _tls.cert_problem(read(paths["cert"]), ca_pem, key_pem, params["names"], params["purpose"]):
         cert = _tls.new_server_cert_pem(
-            ca_key, ca_pem, key_pem, params["names"], params["days"], purpose=params["purpose"]
+            ca_key,
+            ca_pem,
+            key_pem,
+            params["names"],
+            params["days"],
+            purpose=params["purpose"],
+            ca_passphrase=passphrase,
         )
         write_private(paths["cert"], cert, 0o644)
 
@@ -188,6 +214,7 @@ def main() -> None:
         argument_spec={
             "ca_dir": {"type": "path", "required": True},
             "ca_name": {"type": "str", "default": "glm.fleet site CA"},
+            "ca_passphrase": {"type": "str", "default": "", "no_log": True},
             "name": {"type": "str", "required": True},
             "names": {"type": "list", "elements": "str", "required": True},
             "ca_days": {"type": "int", "default": 1095},
@@ -206,6 +233,13 @@ def main() -> None:
     for option, longest in (("ca_days", MAX_CA_DAYS), ("days", MAX_DAYS)):
         if not 31 <= params[option] <= longest:
             module.fail_json(msg=f"{option} must be 31 to {longest} days; got: {params[option]}")
+    ca_key = read(f"{params['ca_dir']}/ca.key")
+    problem = ca_key is not None and _tls.key_problem(ca_key, params["ca_passphrase"])
+    if problem:
+        module.fail_json(
+            msg=f"the site CA's key {params['ca_dir']}/ca.key {problem} (ca_passphrase: the inventory's"
+            " deployment_ca_key_passphrase, from vault); nothing was changed"
+        )
     paths, todo = plan(params)
     shown = {"diff": diff(params, paths, todo)} if todo and module._diff else {}
     if todo and not module.check_mode:

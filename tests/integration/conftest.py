@@ -44,6 +44,7 @@ def lab_secrets() -> dict[str, str]:
         "registry password": "registry_password",
         "Grafana token": "grafana_token",
         "alert webhook token": "alert_hook_token",
+        "site CA key passphrase": "ca_passphrase",
     }
     found = {name: (lab.STATE_DIR / f).read_text().strip() for name, f in files.items() if (lab.STATE_DIR / f).exists()}
     # What the gateway's runs generate on the controller: the developers' keys and the site CA's key.

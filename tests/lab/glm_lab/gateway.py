@@ -426,6 +426,7 @@ def write_services_vars(endpoints: dict[str, str]) -> None:
         f'glm_lab_worker: "{endpoints["worker"]}"\n'
         f'glm_lab_grafana: "{endpoints["grafana"]}"\n'
         f'glm_lab_grafana_token: "{(STATE_DIR / "grafana_token").read_text().strip()}"\n'
+        f'glm_lab_ca_passphrase: "{lab_token("ca_passphrase", "ca_").read_text().strip()}"\n'
         f'glm_lab_alert_webhook: "{endpoints["alerts"]}/hooks/{(STATE_DIR / "alert_hook_token").read_text().strip()}"\n'
         f'glm_lab_smtp: "{endpoints["mail"]}"\n'
         f'glm_lab_private_image: "{endpoints["private_image"]}"\n'

@@ -19,7 +19,7 @@ from ansible_collections.glm.fleet.plugins.modules.tls_certificate import apply,
 
 def params(tmp_path: Path, names: list[str]) -> dict:
     return {"ca_dir": str(tmp_path / "ca"), "ca_name": "test CA", "name": "gw", "names": names,
-            "ca_days": 1095, "days": 365, "purpose": "server"}  # fmt: skip
+            "ca_days": 1095, "days": 365, "purpose": "server", "ca_passphrase": ""}  # fmt: skip
 
 
 def test_a_new_ca_signs_a_certificate_that_python_ssl_trusts(tmp_path: Path) -> None:
@@ -184,3 +184,67 @@ def test_hosts_that_issue_at_once_on_a_new_site_share_one_ca(tmp_path: Path) -> 
         context = ssl.create_default_context(cafile=str(ca))
         context.load_cert_chain(tmp_path / "ca" / f"{p['name']}.pem", tmp_path / "ca" / f"{p['name']}.key")
         assert plan(p)[1] == [], p["name"]  # signed by the CA on disk, for its names
+
+
+PASSPHRASE = "a passphrase from the vault 7f3c"  # noqa: S105 - this test's
+
+
+def module_args(tmp_path: Path, **more: Any) -> dict[str, Any]:
+    return {"ca_dir": str(tmp_path / "ca"), "name": "gw", "names": ["gw.example.internal"]} | more
+
+
+def test_with_a_passphrase_the_cas_key_is_kept_encrypted_and_still_signs(tmp_path: Path, run_main: Any) -> None:
+    first = run_main(tls_certificate.main, module_args(tmp_path, ca_passphrase=PASSPHRASE))
+    assert (first["failed"], first["changed"]) == (False, True), first
+    ca_key = (tmp_path / "ca" / "ca.key").read_bytes()
+    assert ca_key.startswith(b"-----BEGIN ENCRYPTED PRIVATE KEY-----")
+    assert stat.S_IMODE((tmp_path / "ca" / "ca.key").stat().st_mode) == 0o600
+    assert not (tmp_path / "ca" / "gw.key").read_bytes().startswith(b"-----BEGIN ENCRYPTED")  # a host's copy
+    ctx = ssl.create_default_context(cafile=first["ca_cert"])
+    ctx.load_cert_chain(first["cert"], first["key"])
+    assert _tls.cert_problem((tmp_path / "ca" / "gw.pem").read_bytes(), (tmp_path / "ca" / "ca.pem").read_bytes(),
+                             (tmp_path / "ca" / "gw.key").read_bytes(), ["gw.example.internal"]) is None  # fmt: skip
+    again = run_main(tls_certificate.main, module_args(tmp_path, ca_passphrase=PASSPHRASE))
+    assert (again["failed"], again["changed"]) == (False, False), again
+    other = run_main(tls_certificate.main, module_args(tmp_path, name="gw-2", names=["gw-2"], ca_passphrase=PASSPHRASE))
+    assert (other["failed"], other["changed"]) == (False, True), other  # signed with the encrypted key
+
+
+def test_a_ca_key_made_without_a_passphrase_is_encrypted_in_place_and_nothing_else_changes(
+    tmp_path: Path, run_main: Any
+) -> None:
+    assert not run_main(tls_certificate.main, module_args(tmp_path))["failed"]
+    before = {f.name: f.read_bytes() for f in (tmp_path / "ca").iterdir() if f.suffix in (".pem", ".key")}
+    assert not before["ca.key"].startswith(b"-----BEGIN ENCRYPTED")
+    shown = run_main(tls_certificate.main, module_args(tmp_path, ca_passphrase=PASSPHRASE), check_mode=True)
+    assert (shown["changed"], shown["created"]) == (True, ["ca_key: encrypted at rest with the passphrase"])
+    assert (tmp_path / "ca" / "ca.key").read_bytes() == before["ca.key"]  # check mode wrote nothing
+    diffed = run_main(tls_certificate.main, module_args(tmp_path, ca_passphrase=PASSPHRASE), check_mode=True, diff=True)
+    assert "ca.key: the same private key, encrypted with the passphrase (not shown)\n" in diffed["diff"]["after"]
+    moved = run_main(tls_certificate.main, module_args(tmp_path, ca_passphrase=PASSPHRASE))
+    assert (moved["changed"], moved["created"]) == (True, ["ca_key: encrypted at rest with the passphrase"])
+    after = {f.name: f.read_bytes() for f in (tmp_path / "ca").iterdir() if f.suffix in (".pem", ".key")}
+    assert {n for n in after if after[n] != before[n]} == {"ca.key"}
+    assert after["ca.key"].startswith(b"-----BEGIN ENCRYPTED PRIVATE KEY-----")
+    assert _tls.encrypted_key_pem(before["ca.key"], "x") != after["ca.key"]  # salted: a new encryption each time
+    opened = _tls._key(after["ca.key"], PASSPHRASE).public_key().public_numbers()
+    assert opened == _tls._key(before["ca.key"]).public_key().public_numbers()  # the same key
+
+
+def test_an_encrypted_ca_key_without_its_passphrase_is_refused_before_anything_changes(
+    tmp_path: Path, run_main: Any
+) -> None:
+    assert not run_main(tls_certificate.main, module_args(tmp_path, ca_passphrase=PASSPHRASE))["failed"]
+    before = {f.name: f.read_bytes() for f in (tmp_path / "ca").iterdir() if f.suffix in (".pem", ".key")}
+    for passphrase, why in (("", "is encrypted, and no passphrase was given"),
+                            ("not the one", "does not open with the passphrase given")):  # fmt: skip
+        refused = run_main(tls_certificate.main, module_args(tmp_path, name="gw-2", names=["gw-2"],
+                                                             ca_passphrase=passphrase))  # fmt: skip
+        assert refused["failed"], refused
+        assert refused["msg"] == (
+            f"the site CA's key {tmp_path / 'ca'}/ca.key {why} (ca_passphrase: the inventory's"
+            " deployment_ca_key_passphrase, from vault); nothing was changed"
+        )
+        assert PASSPHRASE not in refused["msg"]
+    after = {f.name: f.read_bytes() for f in (tmp_path / "ca").iterdir() if f.suffix in (".pem", ".key")}
+    assert after == before
