@@ -40,6 +40,9 @@ extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - glm.fleet.attributes
 attributes:
+  diff_mode:
+    support: full
+    details: The fleet's copy before and after, by its SHA-256 (an archive is not shown).
   platform:
     description: Runs on the controller (C(delegate_to) V(localhost)).
 """
@@ -84,14 +87,19 @@ def publish(module: AnsibleModule, src: str, path: str) -> None:
             os.unlink(src)
         module.fail_json(msg=f"{src}: not published as the fleet's JIT caches: {'; '.join(problems)}")
     digest = sha256(src)
+    shown = {}
+    if module._diff:
+        before = f"{path}: the fleet's copy, sha256 {recorded(path)}\n" if os.path.exists(path) else f"{path}: absent\n"
+        after = f"{path}: the fleet's copy, sha256 {digest}\n"
+        shown = {"diff": {"before_header": path, "after_header": path, "before": before, "after": after}}
     if module.check_mode:
-        module.exit_json(changed=True, sha256=digest)
+        module.exit_json(changed=True, sha256=digest, **shown)
     record = f"{path}.sha256"
     with open(f"{record}.part", "w", encoding="ascii") as handle:
         handle.write(manifest_line(digest, path))
     os.replace(src, path)
     os.replace(f"{record}.part", record)
-    module.exit_json(changed=True, sha256=digest)
+    module.exit_json(changed=True, sha256=digest, **shown)
 
 
 def verify(module: AnsibleModule, path: str) -> None:

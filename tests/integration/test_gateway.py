@@ -9,6 +9,7 @@ import hashlib
 import json
 import ssl
 import subprocess
+import tarfile
 import threading
 import time
 from collections.abc import Iterator
@@ -665,6 +666,16 @@ def compiled_once_before_the_canarys_restart(
                and e["event_data"].get("task") == "Check the fleet's copy against what was published"}  # fmt: skip
     others = {n["name"] for n in gateway["nodes"] if n["group"] == "gpu_nodes"} - {canary_host}
     assert checked == others, (checked, others)
+    # What the compile wrote, and nothing the canary's server wrote while it served: its Triton kernel
+    # from the health gate's first chat request is in its own cache, not in the fleet's copy.
+    with tarfile.open(archive) as copy:
+        members = copy.getnames()
+    assert [m for m in members if m.endswith(".cubin")], members
+    assert not [m for m in members if "glm-standin-lazy-" in m], members
+    served = in_node(
+        canary_node, "sh", "-c", f"ls -d /var/lib/glm-fleet/sglang-cache/{digest}/triton/glm-standin-lazy-*"
+    )
+    assert served, "the canary's server compiled nothing while it served: the check above proves nothing"
     starts = {server: server_start(*server, since) for server in servers}
     assert all(start["jit"] == "cache" for start in starts.values()), starts
     seeded = [start["ready_s"] for server, start in starts.items() if server[0] != canary_node]

@@ -832,6 +832,32 @@ def test_deepgemm_kernels_are_compiled_once_into_the_named_cache(tmp_path: Path,
     assert len(list(cache.glob("glm-standin-kernels-*.cubin"))) == 1
 
 
+def test_a_serving_server_writes_its_triton_cache_at_its_first_chat_request(
+    tmp_path: Path, lab_tokenizer: Path
+) -> None:
+    """As a serving SGLang compiles Triton kernels for shapes it meets while it serves: nothing in
+    TRITON_CACHE_DIR after start-up or a /generate request (compile_deep_gemm's), a kernel after the
+    first chat request, and no other after the second."""
+    home = hf_home(tmp_path / "hf", lab_tokenizer)
+    triton = tmp_path / "jit" / "triton"
+    port = free_port()
+    proc = launch(home, "--port", str(port), "--api-key", KEY, env={"TRITON_CACHE_DIR": str(triton)})
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, proc)
+        generate = {"sampling_params": {"max_new_tokens": 4}, "input_ids": [0, 1, 2, 3]}
+        assert call(url, "/generate", generate)[0] == 200
+        assert not triton.exists()
+        chat = {"model": MODEL, "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]}
+        for _turn in range(2):
+            assert call(url, "/v1/chat/completions", chat)[0] == 200
+        assert [p.relative_to(triton).parts[1] for p in triton.glob("glm-standin-lazy-*/*")] == ["kernel.json"]
+    finally:
+        proc.terminate()
+        output = proc.communicate(timeout=10)[0]
+    assert output.count("Triton: compiled glm-standin-lazy-") == 1, output[-2000:]
+
+
 def test_loads_are_sglangs_snapshot_and_count_the_requests_in_flight(server: str) -> None:
     """/v1/loads, what a drain waits on: LoadSnapshot's core fields (read from the pinned wheel's
     load_snapshot.py), the running and waiting requests as they are, the key required, a bad section

@@ -36,7 +36,8 @@ WRITERS = {
 }
 # Written on the node for a moment, not left there: the JIT caches packed into a temporary file
 # (ansible.builtin.tempfile) on their way to the controller.
-TRANSIENT = {("sglang_server", "Let the login user read the packed caches")}
+# Files a run makes and removes within it (a temporary file's mode for its fetch), outside any receipt.
+TRANSIENT = {("sglang_server", "Let the login user read the packed kernels")}
 TWO_SERVERS = [
     {"name": "pareto-glm53-flash", "port": 18080, "gpus": [0, 1, 2, 3]},
     {"name": "pareto-glm53-flash-2", "port": 18081, "gpus": [4, 5, 6, 7]},

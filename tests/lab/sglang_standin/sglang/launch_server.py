@@ -13,7 +13,9 @@ exercised against what they meet in production:
   `--context-length` above the model's `max_position_embeddings` is refused as SGLang refuses it.
   While "loading" (GLM_STANDIN_LOAD_SECONDS, default 3, then GLM_STANDIN_JIT_SECONDS of DeepGEMM JIT
   unless its kernels are in SGLANG_DG_CACHE_DIR already) the port is closed, as SGLang binds it only
-  once its schedulers are ready; then /health answers 503 until the warm-up is done;
+  once its schedulers are ready; then /health answers 503 until the warm-up is done; at its first
+  chat request (/v1/chat/completions or /v1/messages) a serving server compiles a Triton kernel into
+  TRITON_CACHE_DIR, as SGLang's serving processes write their JIT caches while they serve;
 - endpoints: /health, /health_generate, /v1/models, /v1/chat/completions and /v1/completions
   (JSON or SSE chunks), /v1/messages (Anthropic JSON or SSE events, text or tool_use blocks),
   /v1/messages/count_tokens, /generate, /get_server_info and /server_info, /get_model_info and
@@ -548,6 +550,8 @@ class Handler(BaseHTTPRequestHandler):
         if path not in routes:
             self.send_json(404, {"detail": "Not Found"})
             return
+        if path in ("/v1/chat/completions", "/v1/messages"):
+            lazy_kernel(self.state.args)
         routes[path](request)
 
     def flush_cache(self) -> None:
@@ -714,6 +718,25 @@ def compile_kernels(args: argparse.Namespace) -> None:
     cache.mkdir(parents=True, exist_ok=True)
     kernels.write_bytes(key.encode())
     say(f"DeepGEMM: compiled {kernels.name} in {time.monotonic() - started:.1f} s into {cache}")
+
+
+LAZY: list[Path] = []  # the kernel this process compiled at its first chat request
+
+
+def lazy_kernel(args: argparse.Namespace) -> None:
+    """A serving server's Triton JIT: at its first chat request (the shapes a chat template and
+    sampling bring, which start-up and compile_deep_gemm's one /generate request do not), it
+    compiles a kernel into TRITON_CACHE_DIR, as a serving SGLang writes its cache while it serves."""
+    cache = os.environ.get("TRITON_CACHE_DIR")
+    if LAZY or not cache:
+        return
+    key = hashlib.sha256(f"{VERSION} {args.model_path} chat".encode()).hexdigest()[:16]
+    kernel = Path(cache) / f"glm-standin-lazy-{key}" / "kernel.json"
+    with contextlib.suppress(OSError):
+        kernel.parent.mkdir(parents=True, exist_ok=True)
+        kernel.write_text(json.dumps({"name": "glm_standin_chat_kernel", "key": key}))
+        say(f"Triton: compiled {kernel.parent.name} at the first chat request into {cache}")
+    LAZY.append(kernel)
 
 
 def main(argv: list[str]) -> int:

@@ -102,3 +102,11 @@ def test_check_mode_publishes_nothing(tmp_path: Path, run_main: RunMain) -> None
                                          "state": "published"}, check_mode=True)  # fmt: skip
     assert (result["failed"], result["changed"]) == (False, True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.tar.gz.gpu-1.part"]
+    shown = run_main(jit_archive.main, {"src": str(src), "path": str(tmp_path / "copy.tar.gz"),
+                                        "state": "published"}, check_mode=True, diff=True)  # fmt: skip
+    path = tmp_path / "copy.tar.gz"
+    digest = hashlib.sha256(src.read_bytes()).hexdigest()
+    assert (shown["diff"]["before"], shown["diff"]["after"]) == (
+        f"{path}: absent\n",
+        f"{path}: the fleet's copy, sha256 {digest}\n",
+    )
